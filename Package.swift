@@ -1,0 +1,55 @@
+// swift-tools-version: 6.1
+import PackageDescription
+
+/// Settings every Swift target shares (see ../shared/STYLE.md, "Package settings").
+let strict: [SwiftSetting] = [
+    .enableUpcomingFeature("ExistentialAny"),
+    .enableUpcomingFeature("InternalImportsByDefault"),
+    .enableUpcomingFeature("MemberImportVisibility"),
+]
+
+let package = Package(
+    name: "billingd",
+    products: [
+        .executable(name: "billingd", targets: ["billingd"]),
+        .executable(name: "billingctl", targets: ["billingctl"]),
+    ],
+    targets: [
+        // C libraries from Debian, one system-library target each.
+        .systemLibrary(name: "CNGHTTP2", pkgConfig: "libnghttp2", providers: [.apt(["libnghttp2-dev"])]),
+        .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
+        .systemLibrary(name: "CSystem"),
+        .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+
+        // Pure Swift layers.
+        .target(name: "ProtoWire", swiftSettings: strict),
+        .target(name: "RPC", dependencies: ["ProtoWire"], swiftSettings: strict),
+        .target(name: "BillingAPI", dependencies: ["ProtoWire"], swiftSettings: strict),
+        .target(name: "Billing", swiftSettings: strict),
+        .target(name: "BillingService", dependencies: ["Billing", "BillingAPI", "RPC", "ProtoWire"], swiftSettings: strict),
+
+        // Wrappers around C.
+        .target(name: "HTTP2", dependencies: ["CNGHTTP2", "COpenSSL", "CSystem", "RPC", "ProtoWire"], swiftSettings: strict),
+        .target(name: "Storage", dependencies: ["CSQLite", "Billing"], swiftSettings: strict),
+
+        // Executables.
+        .executableTarget(
+            name: "billingd",
+            dependencies: ["HTTP2", "RPC", "Billing", "BillingService", "Storage"],
+            swiftSettings: strict),
+        .executableTarget(
+            name: "billingctl",
+            dependencies: ["HTTP2", "RPC", "BillingAPI", "ProtoWire"],
+            swiftSettings: strict),
+
+        .testTarget(name: "ProtoWireTests", dependencies: ["ProtoWire", "BillingAPI", "RPC"], swiftSettings: strict),
+        .testTarget(name: "RPCTests", dependencies: ["RPC", "ProtoWire"], swiftSettings: strict),
+        .testTarget(name: "BillingTests", dependencies: ["Billing", "BillingService", "BillingAPI", "RPC", "ProtoWire"], swiftSettings: strict),
+        .testTarget(name: "StorageTests", dependencies: ["Storage", "Billing"], swiftSettings: strict),
+        .testTarget(
+            name: "ServerTests",
+            dependencies: ["HTTP2", "RPC", "Billing", "BillingService", "BillingAPI", "Storage", "ProtoWire"],
+            swiftSettings: strict),
+    ],
+    swiftLanguageModes: [.v6]
+)

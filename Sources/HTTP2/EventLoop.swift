@@ -1,0 +1,233 @@
+import CSystem
+import Glibc
+import Synchronization
+
+/// Something registered with a loop's epoll set.
+protocol EventHandler: AnyObject {
+    /// Called on the loop thread with the epoll event bits.
+    func handle(events: UInt32)
+}
+
+/// One thread, one epoll set: owns its sockets, TLS objects and nghttp2 sessions.
+///
+/// Other threads reach it only through `execute`, which queues a task and wakes
+/// the loop through an eventfd. Nothing inside a loop takes a lock but that queue.
+public final class EventLoop: @unchecked Sendable {
+    // Sendable: every mutable field but `inbox` is touched on the loop thread only;
+    // `inbox` is a Mutex and `wakeFD` is written atomically by the kernel.
+    private let epollFD: Int32
+    private let wakeFD: Int32
+    private let inbox = Mutex<[() -> Void]>([])
+    private let wakePending = Atomic<Bool>(false)
+    private var local: [() -> Void] = []
+    private var handlers: [Int32: any EventHandler] = [:]
+    private var timers = TimerHeap()
+    private var thread: pthread_t?
+    private var stopping = false
+    /// Shared read buffer for every connection of this loop.
+    let readBuffer: UnsafeMutableRawBufferPointer
+    /// A short name for logs: `loop-0`.
+    public let name: String
+
+    init(name: String) throws(SocketError) {
+        self.name = name
+        epollFD = try check("epoll_create1", epoll_create1(Int32(EPOLL_CLOEXEC)))
+        wakeFD = try check("eventfd", eventfd(0, Int32(EFD_NONBLOCK) | Int32(EFD_CLOEXEC)))
+        readBuffer = .allocate(byteCount: 64 * 1024, alignment: 16)
+        var event = epoll_event(events: EPOLLIN.rawValue, data: epoll_data_t(fd: wakeFD))
+        _ = epoll_ctl(epollFD, EPOLL_CTL_ADD, wakeFD, &event)
+    }
+
+    deinit {
+        close(epollFD)
+        close(wakeFD)
+        readBuffer.deallocate()
+    }
+
+    /// True on this loop's own thread.
+    public var inEventLoop: Bool {
+        guard let thread else { return false }
+        return pthread_equal(thread, pthread_self()) != 0
+    }
+
+    /// Runs `task` on the loop thread: soon, after the current event, if called from it.
+    public func execute(_ task: @escaping @Sendable () -> Void) {
+        if inEventLoop {
+            local.append(task)
+            return
+        }
+        inbox.withLock { $0.append(task) }
+        if !wakePending.exchange(true, ordering: .acquiringAndReleasing) {
+            var one: UInt64 = 1
+            _ = write(wakeFD, &one, 8)
+        }
+    }
+
+    // MARK: Loop-thread API
+
+    func register(_ fd: Int32, _ handler: any EventHandler, events: UInt32) {
+        handlers[fd] = handler
+        var event = epoll_event(events: events, data: epoll_data_t(fd: fd))
+        _ = epoll_ctl(epollFD, EPOLL_CTL_ADD, fd, &event)
+    }
+
+    func modify(_ fd: Int32, events: UInt32) {
+        var event = epoll_event(events: events, data: epoll_data_t(fd: fd))
+        _ = epoll_ctl(epollFD, EPOLL_CTL_MOD, fd, &event)
+    }
+
+    func deregister(_ fd: Int32) {
+        _ = epoll_ctl(epollFD, EPOLL_CTL_DEL, fd, nil)
+        handlers[fd] = nil
+    }
+
+    /// Runs `action` on this loop after `nanoseconds`; returns an id for `cancelTimer`.
+    @discardableResult
+    func schedule(afterNanoseconds nanoseconds: Int64, _ action: @escaping () -> Void) -> Int {
+        timers.schedule(at: Monotonic.now() &+ UInt64(max(0, nanoseconds)), action)
+    }
+
+    func cancelTimer(_ id: Int) { timers.cancel(id) }
+
+    /// Stops the loop after the current iteration.
+    func stop() { stopping = true }
+
+    var handlerCount: Int { handlers.count }
+
+    // MARK: Running
+
+    /// Starts the loop on a new thread.
+    func start() {
+        let box = Unmanaged.passRetained(self)
+        var attr = pthread_attr_t()
+        pthread_attr_init(&attr)
+        pthread_attr_setstacksize(&attr, 1 << 20)
+        var tid = pthread_t()
+        let rc = pthread_create(&tid, &attr, { arg in
+            let loop = Unmanaged<EventLoop>.fromOpaque(arg!).takeRetainedValue()
+            loop.run()
+            return nil
+        }, box.toOpaque())
+        pthread_attr_destroy(&attr)
+        precondition(rc == 0, "pthread_create failed")
+        joinable.withLock { $0 = tid }
+    }
+
+    private let joinable = Mutex<pthread_t?>(nil)
+
+    /// Waits for the loop thread to end.
+    func join() {
+        if let tid = joinable.withLock({ $0 }) { pthread_join(tid, nil) }
+    }
+
+    private func run() {
+        thread = pthread_self()
+        let capacity = 256
+        let events = UnsafeMutablePointer<epoll_event>.allocate(capacity: capacity)
+        defer { events.deallocate() }
+        while !stopping {
+            let timeout = timers.millisecondsUntilNext(now: Monotonic.now())
+            let n = epoll_wait(epollFD, events, Int32(capacity), local.isEmpty ? timeout : Int32(0))
+            if n < 0 && errno != EINTR { break }
+            if n > 0 {
+                for i in 0..<Int(n) {
+                    let fd = events[i].data.fd
+                    if fd == wakeFD {
+                        var value: UInt64 = 0
+                        _ = read(wakeFD, &value, 8)
+                        continue
+                    }
+                    handlers[fd]?.handle(events: events[i].events)
+                }
+            }
+            runTasks()
+            timers.fire(now: Monotonic.now())
+            runTasks()
+        }
+        thread = nil
+    }
+
+    private func runTasks() {
+        wakePending.store(false, ordering: .releasing)
+        let remote = inbox.withLock { tasks -> [() -> Void] in
+            let t = tasks
+            tasks.removeAll(keepingCapacity: true)
+            return t
+        }
+        for task in remote { task() }
+        // Tasks may queue more local tasks; run until quiet, bounded to keep timers fair.
+        var rounds = 0
+        while !local.isEmpty && rounds < 16 {
+            let batch = local
+            local.removeAll(keepingCapacity: true)
+            for task in batch { task() }
+            rounds += 1
+        }
+    }
+}
+
+/// Monotonic nanoseconds.
+enum Monotonic {
+    static func now() -> UInt64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_MONOTONIC, &ts)
+        return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
+    }
+}
+
+/// A binary min-heap of timers with lazy cancellation.
+struct TimerHeap {
+    private var heap: [(at: UInt64, id: Int)] = []
+    private var actions: [Int: () -> Void] = [:]
+    private var nextID = 1
+
+    mutating func schedule(at: UInt64, _ action: @escaping () -> Void) -> Int {
+        let id = nextID
+        nextID += 1
+        actions[id] = action
+        heap.append((at, id))
+        var i = heap.count - 1
+        while i > 0 {
+            let parent = (i - 1) / 2
+            if heap[parent].at <= heap[i].at { break }
+            heap.swapAt(parent, i)
+            i = parent
+        }
+        return id
+    }
+
+    mutating func cancel(_ id: Int) { actions[id] = nil }
+
+    private mutating func popMin() -> (at: UInt64, id: Int) {
+        let top = heap[0]
+        let last = heap.removeLast()
+        if !heap.isEmpty {
+            heap[0] = last
+            var i = 0
+            while true {
+                let l = 2 * i + 1, r = l + 1
+                var m = i
+                if l < heap.count && heap[l].at < heap[m].at { m = l }
+                if r < heap.count && heap[r].at < heap[m].at { m = r }
+                if m == i { break }
+                heap.swapAt(i, m)
+                i = m
+            }
+        }
+        return top
+    }
+
+    mutating func millisecondsUntilNext(now: UInt64) -> Int32 {
+        while let first = heap.first, actions[first.id] == nil { _ = popMin() }
+        guard let first = heap.first else { return -1 }
+        if first.at <= now { return 0 }
+        return Int32(min((first.at - now + 999_999) / 1_000_000, 60_000))
+    }
+
+    mutating func fire(now: UInt64) {
+        while let first = heap.first, first.at <= now {
+            _ = popMin()
+            if let action = actions.removeValue(forKey: first.id) { action() }
+        }
+    }
+}

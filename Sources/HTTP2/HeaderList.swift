@@ -1,0 +1,39 @@
+import CNGHTTP2
+
+/// A block of header fields laid out once in C memory as `nghttp2_nv`s.
+///
+/// The common blocks are built at start and live for the process;
+/// per-call blocks live for the submit call that copies them.
+final class HeaderList: @unchecked Sendable {
+    // Sendable: immutable after init; nghttp2 only reads it.
+    let nva: UnsafeMutablePointer<nghttp2_nv>
+    let count: Int
+    private let storage: UnsafeMutableRawPointer
+
+    init(_ fields: [(String, String)]) {
+        var total = 0
+        for (n, v) in fields { total += n.utf8.count + v.utf8.count }
+        storage = .allocate(byteCount: max(total, 1), alignment: 1)
+        nva = .allocate(capacity: max(fields.count, 1))
+        count = fields.count
+        var offset = 0
+        for (i, (name, value)) in fields.enumerated() {
+            let namePtr = storage.advanced(by: offset).assumingMemoryBound(to: UInt8.self)
+            for (j, b) in name.utf8.enumerated() { namePtr[j] = b }
+            offset += name.utf8.count
+            let valuePtr = storage.advanced(by: offset).assumingMemoryBound(to: UInt8.self)
+            for (j, b) in value.utf8.enumerated() { valuePtr[j] = b }
+            offset += value.utf8.count
+            nva[i] = nghttp2_nv(name: namePtr, value: valuePtr, namelen: name.utf8.count, valuelen: value.utf8.count,
+                                flags: UInt8(NGHTTP2_NV_FLAG_NONE.rawValue))
+        }
+    }
+
+    deinit {
+        storage.deallocate()
+        nva.deallocate()
+    }
+
+    static let ok = HeaderList([(":status", "200"), ("content-type", "application/grpc")])
+    static let okTrailers = HeaderList([("grpc-status", "0")])
+}

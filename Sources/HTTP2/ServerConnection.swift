@@ -1,0 +1,542 @@
+import CNGHTTP2
+import CSystem
+import Glibc
+import ProtoWire
+import RPC
+
+/// One accepted connection: socket, optional TLS, one nghttp2 server session, its streams.
+///
+/// Confined to its event loop; other threads only hand answers back through `loop.execute`.
+final class ServerConnection: EventHandler, @unchecked Sendable {
+    // Sendable: every field is touched on `loop` only; closures that cross threads
+    // capture the connection solely to call `loop.execute { ... }` with it.
+    let fd: Int32
+    let loop: EventLoop
+    let shared: ServerShared
+    let peer: String
+    private var session: OpaquePointer?
+    private var tls: TLSSession?
+    private var streams: [Int32: ServerStream] = [:]
+    private var pending: [UInt8] = []
+    private var pendingOffset = 0
+    private var watchingWrites = false
+    private(set) var closed = false
+    private var draining = false
+    /// The listener that keeps this connection alive.
+    weak var owner: Listener?
+
+    init(fd: Int32, peer: String, loop: EventLoop, shared: ServerShared) throws(SocketError) {
+        self.fd = fd
+        self.peer = peer
+        self.loop = loop
+        self.shared = shared
+        if let context = shared.configuration.tls {
+            tls = try TLSSession(context: context, fd: fd, server: true)
+        }
+    }
+
+    /// Registers with the loop and, for h2c, starts HTTP/2 at once.
+    func start() {
+        loop.register(fd, self, events: EPOLLIN.rawValue | EPOLLRDHUP.rawValue)
+        shared.connectionOpened()
+        if tls == nil {
+            startSession()
+            flush()
+        } else {
+            continueHandshake()
+        }
+    }
+
+    private func startSession() {
+        var callbacks: OpaquePointer?
+        nghttp2_session_callbacks_new(&callbacks)
+        defer { nghttp2_session_callbacks_del(callbacks) }
+        nghttp2_session_callbacks_set_on_begin_headers_callback(callbacks, onBeginHeaders)
+        nghttp2_session_callbacks_set_on_header_callback(callbacks, onHeader)
+        nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks, onFrameRecv)
+        nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks, onDataChunk)
+        nghttp2_session_callbacks_set_on_stream_close_callback(callbacks, onStreamClose)
+        nghttp2_session_callbacks_set_on_frame_send_callback(callbacks, onFrameSend)
+        var s: OpaquePointer?
+        nghttp2_session_server_new(&s, callbacks, Unmanaged.passUnretained(self).toOpaque())
+        session = s
+        let config = shared.configuration
+        var settings = [
+            nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS.rawValue), value: UInt32(config.maxConcurrentStreams)),
+            nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE.rawValue), value: 1 << 20),
+            nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE.rawValue), value: UInt32(config.maxHeaderListBytes)),
+        ]
+        nghttp2_submit_settings(s, UInt8(NGHTTP2_FLAG_NONE.rawValue), &settings, settings.count)
+        nghttp2_session_set_local_window_size(s, UInt8(NGHTTP2_FLAG_NONE.rawValue), 0, 16 << 20)
+        if draining { beginDrain() }
+    }
+
+    // MARK: Events
+
+    func handle(events: UInt32) {
+        if closed { return }
+        if session == nil {
+            continueHandshake()
+            return
+        }
+        if events & EPOLLOUT.rawValue != 0 { flush() }
+        if closed { return }
+        if events & (EPOLLIN.rawValue | EPOLLHUP.rawValue | EPOLLERR.rawValue | EPOLLRDHUP.rawValue) != 0 {
+            readAvailable()
+        }
+    }
+
+    private func continueHandshake() {
+        guard let tls else { return }
+        switch tls.handshake() {
+        case .done:
+            loop.modify(fd, events: EPOLLIN.rawValue | EPOLLRDHUP.rawValue)
+            if let alpn = tls.alpn, alpn != "h2" {
+                close()
+                return
+            }
+            startSession()
+            flush()
+            // TLS may already hold decrypted application data.
+            if !closed { readAvailable() }
+        case .wantRead:
+            loop.modify(fd, events: EPOLLIN.rawValue | EPOLLRDHUP.rawValue)
+        case .wantWrite:
+            loop.modify(fd, events: EPOLLIN.rawValue | EPOLLOUT.rawValue | EPOLLRDHUP.rawValue)
+        case .closed, .failed:
+            close()
+        }
+    }
+
+    private func readAvailable() {
+        let buffer = loop.readBuffer
+        for _ in 0..<8 {
+            let n: Int
+            if let tls {
+                switch tls.read(buffer) {
+                case .done(let count): n = count
+                case .wantRead: n = -1
+                case .wantWrite:
+                    watchWrites(true)
+                    n = -1
+                case .closed, .failed:
+                    close()
+                    return
+                }
+                if n < 0 { break }
+            } else {
+                n = Glibc.read(fd, buffer.baseAddress, buffer.count)
+                if n == 0 {
+                    close()
+                    return
+                }
+                if n < 0 {
+                    if errno == EAGAIN || errno == EINTR { break }
+                    close()
+                    return
+                }
+            }
+            let rv = nghttp2_session_mem_recv(session, buffer.baseAddress!.assumingMemoryBound(to: UInt8.self), n)
+            if rv < 0 {
+                // A protocol error: nghttp2 may have queued a GOAWAY; send it, then close.
+                flush()
+                close()
+                return
+            }
+            if closed { return }
+            if tls == nil && n < buffer.count { break }
+        }
+        flush()
+    }
+
+    private func watchWrites(_ on: Bool) {
+        guard on != watchingWrites, !closed else { return }
+        watchingWrites = on
+        loop.modify(fd, events: EPOLLIN.rawValue | EPOLLRDHUP.rawValue | (on ? EPOLLOUT.rawValue : 0))
+    }
+
+    /// Writes what nghttp2 has queued; parks the rest until the socket drains.
+    func flush() {
+        guard !closed, let session else { return }
+        while true {
+            if pendingOffset < pending.count {
+                let result = pending.withUnsafeBytes { raw in
+                    writeOut(UnsafeRawBufferPointer(rebasing: raw[pendingOffset...]))
+                }
+                guard let written = result else {
+                    close()
+                    return
+                }
+                pendingOffset += written
+                if pendingOffset < pending.count {
+                    watchWrites(true)
+                    return
+                }
+                pending.removeAll(keepingCapacity: false)
+                pendingOffset = 0
+            }
+            // Gather frames into the loop's buffer, then one write.
+            let out = loop.readBuffer
+            var used = 0
+            var overflow = false
+            while used < out.count {
+                var data: UnsafePointer<UInt8>?
+                let n = nghttp2_session_mem_send(session, &data)
+                if n < 0 {
+                    close()
+                    return
+                }
+                if n == 0 { break }
+                let chunk = UnsafeRawBufferPointer(start: data, count: n)
+                if used + n <= out.count {
+                    out.baseAddress!.advanced(by: used).copyMemory(from: chunk.baseAddress!, byteCount: n)
+                    used += n
+                } else {
+                    pending.append(contentsOf: UnsafeRawBufferPointer(start: out.baseAddress, count: used))
+                    pending.append(contentsOf: chunk)
+                    used = 0
+                    overflow = true
+                    break
+                }
+            }
+            if overflow { continue }
+            if used == 0 { break }
+            guard let written = writeOut(UnsafeRawBufferPointer(start: out.baseAddress, count: used)) else {
+                close()
+                return
+            }
+            if written < used {
+                pending.append(contentsOf: UnsafeRawBufferPointer(start: out.baseAddress! + written, count: used - written))
+                watchWrites(true)
+                return
+            }
+        }
+        watchWrites(false)
+        if nghttp2_session_want_read(session) == 0 && nghttp2_session_want_write(session) == 0 {
+            close()
+        }
+    }
+
+    /// Bytes written (possibly fewer than given), or nil when the connection is gone.
+    private func writeOut(_ bytes: UnsafeRawBufferPointer) -> Int? {
+        var total = 0
+        while total < bytes.count {
+            let rest = UnsafeRawBufferPointer(rebasing: bytes[total...])
+            if let tls {
+                switch tls.write(rest) {
+                case .done(let n): total += n
+                case .wantWrite, .wantRead: return total
+                case .closed, .failed: return nil
+                }
+            } else {
+                let n = Glibc.write(fd, rest.baseAddress, rest.count)
+                if n > 0 {
+                    total += n
+                } else if n < 0 && (errno == EAGAIN || errno == EINTR) {
+                    return total
+                } else {
+                    return nil
+                }
+            }
+        }
+        return total
+    }
+
+    func close() {
+        guard !closed else { return }
+        closed = true
+        for stream in streams.values { abandon(stream) }
+        streams.removeAll()
+        if let session { nghttp2_session_del(session) }
+        session = nil
+        tls?.shutdown()
+        tls = nil
+        loop.deregister(fd)
+        Glibc.close(fd)
+        shared.connectionClosed()
+        owner?.forget(fd)
+    }
+
+    private func abandon(_ stream: ServerStream) {
+        if let timer = stream.timerID { loop.cancelTimer(timer) }
+        if stream.dispatched && !stream.responded {
+            stream.cancellation?.cancel()
+            shared.finished(stream: stream, code: .cancelled, reason: nil, peer: peer)
+        }
+    }
+
+    // MARK: Draining
+
+    /// Tells the client to stop opening streams; answers in flight still complete.
+    func beginDrain() {
+        draining = true
+        guard let session, !closed else { return }
+        nghttp2_submit_shutdown_notice(session)
+        flush()
+        // One round trip later, the final GOAWAY with the last stream really taken.
+        loop.schedule(afterNanoseconds: 500_000_000) { [self] in
+            guard let session = self.session, !self.closed else { return }
+            nghttp2_submit_goaway(session, UInt8(NGHTTP2_FLAG_NONE.rawValue),
+                                  nghttp2_session_get_last_proc_stream_id(session), UInt32(NGHTTP2_NO_ERROR.rawValue), nil, 0)
+            self.flush()
+        }
+    }
+
+    // MARK: nghttp2 events (called from the file-private callbacks)
+
+    fileprivate func beginHeaders(streamID: Int32) {
+        let stream = ServerStream(id: streamID, maxMessageBytes: shared.configuration.maxMessageBytes)
+        streams[streamID] = stream
+    }
+
+    fileprivate func header(streamID: Int32, name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>) -> Bool {
+        guard let stream = streams[streamID] else { return true }
+        stream.headerBytes += name.count + value.count + 32
+        if stream.headerBytes > shared.configuration.maxHeaderListBytes { return false }
+        let n = String(decoding: name, as: UTF8.self)
+        let v = String(decoding: value, as: UTF8.self)
+        switch n {
+        case ":path": stream.path = v
+        case ":method": stream.method = v
+        case "content-type": stream.contentType = v
+        case "grpc-timeout": stream.timeout = v
+        default:
+            if !n.hasPrefix(":") { stream.metadata.append((n, v)) }
+        }
+        return true
+    }
+
+    /// The request's headers are complete: check them, and dispatch if the body is empty.
+    fileprivate func headersComplete(streamID: Int32, endStream: Bool) {
+        guard let stream = streams[streamID] else { return }
+        stream.startedAt = Monotonic.now()
+        if endStream { stream.remoteClosed = true }
+        if stream.method != "POST" {
+            respondHTTP(stream, status: "405", message: "gRPC calls use POST")
+            return
+        }
+        guard GRPCHeaders.isGRPCContentType(stream.contentType) else {
+            respondHTTP(stream, status: "415", message: "content-type must be application/grpc")
+            return
+        }
+        if draining {
+            fail(stream, .shuttingDown)
+            return
+        }
+        guard let handler = shared.router.handler(forPath: stream.path) else {
+            let method = stream.path.hasPrefix("/") ? String(stream.path.dropFirst()) : stream.path
+            fail(stream, .unimplemented(method))
+            return
+        }
+        if let encoding = stream.metadata.first(where: { $0.name == "grpc-encoding" })?.value,
+           encoding != "identity" {
+            // Compressed flags then fail per message; the header alone is fine.
+            _ = encoding
+        }
+        stream.handler = handler
+        if endStream { dispatch(stream) }
+    }
+
+    fileprivate func data(streamID: Int32, bytes: UnsafeRawBufferPointer) {
+        guard let stream = streams[streamID], stream.handler != nil, !stream.responded, !stream.dispatched else { return }
+        if let error = stream.deframer.append(bytes) {
+            fail(stream, error)
+        }
+    }
+
+    fileprivate func requestEnded(streamID: Int32) {
+        guard let stream = streams[streamID] else { return }
+        stream.remoteClosed = true
+        if stream.handler != nil && !stream.responded && !stream.dispatched { dispatch(stream) }
+    }
+
+    fileprivate func streamClosed(streamID: Int32) {
+        guard let stream = streams.removeValue(forKey: streamID) else { return }
+        abandon(stream)
+        if draining && streams.isEmpty { flush() }
+    }
+
+    /// After our END_STREAM, a client still sending learns it may stop.
+    fileprivate func sentEndStream(streamID: Int32) {
+        guard let stream = streams[streamID], !stream.remoteClosed, let session else { return }
+        nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), streamID, UInt32(NGHTTP2_NO_ERROR.rawValue))
+    }
+
+    fileprivate func readBody(streamID: Int32, into buffer: UnsafeMutablePointer<UInt8>, length: Int,
+                              flags: UnsafeMutablePointer<UInt32>) -> Int {
+        guard let stream = streams[streamID], let session else {
+            return Int(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue)
+        }
+        let n = min(length, stream.body.count - stream.bodyOffset)
+        if n > 0 {
+            stream.body.withUnsafeBytes { raw in
+                UnsafeMutableRawPointer(buffer).copyMemory(from: raw.baseAddress! + stream.bodyOffset, byteCount: n)
+            }
+            stream.bodyOffset += n
+        }
+        if stream.bodyOffset == stream.body.count {
+            flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue | NGHTTP2_DATA_FLAG_NO_END_STREAM.rawValue
+            let trailers = HeaderList.okTrailers
+            nghttp2_submit_trailer(session, streamID, trailers.nva, trailers.count)
+            stream.body = []
+        }
+        return n
+    }
+
+    // MARK: Calls
+
+    private func dispatch(_ stream: ServerStream) {
+        guard let handler = stream.handler else { return }
+        let message: [UInt8]
+        switch stream.deframer.finish() {
+        case .success(let m): message = m
+        case .failure(let error):
+            fail(stream, error)
+            return
+        }
+        stream.dispatched = true
+        let cancellation = Cancellation()
+        stream.cancellation = cancellation
+        var deadline: ContinuousClock.Instant?
+        if !stream.timeout.isEmpty {
+            guard let nanos = GRPCHeaders.parseTimeout(stream.timeout) else {
+                fail(stream, RPCError(code: .internal, message: "malformed grpc-timeout '\(stream.timeout)'"))
+                return
+            }
+            deadline = ContinuousClock.now.advanced(by: .nanoseconds(nanos))
+            let id = stream.id
+            stream.timerID = loop.schedule(afterNanoseconds: nanos) { [self] in
+                guard let s = self.streams[id], !s.responded else { return }
+                s.timerID = nil
+                cancellation.cancel()
+                self.fail(s, .deadlineExceeded)
+                self.flush()
+            }
+        }
+        stream.requestID = shared.nextRequestID()
+        shared.callStarted()
+        let context = CallContext(method: String(stream.path.dropFirst()), metadata: stream.metadata, deadline: deadline,
+                                  peer: peer, requestID: stream.requestID, cancellation: cancellation)
+        let id = stream.id
+        let responder = Responder { [self] result in
+            self.loop.execute { self.complete(streamID: id, result) }
+        }
+        handler(context, message, responder)
+    }
+
+    private func complete(streamID: Int32, _ result: Result<[UInt8], RPCError>) {
+        guard !closed, let stream = streams[streamID], !stream.responded else { return }
+        if let timer = stream.timerID {
+            loop.cancelTimer(timer)
+            stream.timerID = nil
+        }
+        switch result {
+        case .success(let framed):
+            stream.responded = true
+            stream.body = framed
+            stream.bodyOffset = 0
+            var provider = nghttp2_data_provider(source: nghttp2_data_source(ptr: nil), read_callback: readBodyCallback)
+            nghttp2_submit_response(session, streamID, HeaderList.ok.nva, HeaderList.ok.count, &provider)
+            shared.finished(stream: stream, code: .ok, reason: nil, peer: peer)
+        case .failure(let error):
+            fail(stream, error)
+        }
+        flush()
+    }
+
+    /// A trailers-only answer with grpc-status, grpc-message and, for service errors, ErrorInfo.
+    private func fail(_ stream: ServerStream, _ error: RPCError) {
+        guard !stream.responded, let session else { return }
+        stream.responded = true
+        var fields: [(String, String)] = [
+            (":status", "200"), ("content-type", "application/grpc"),
+            ("grpc-status", String(error.code.rawValue)),
+            ("grpc-message", GRPCHeaders.percentEncode(error.message)),
+        ]
+        if let rich = error.richStatus {
+            fields.append(("grpc-status-details-bin", Base64.encode(rich.encoded())))
+        }
+        let headers = HeaderList(fields)
+        nghttp2_submit_response(session, stream.id, headers.nva, headers.count, nil)
+        if stream.startedAt == 0 { stream.startedAt = Monotonic.now() }
+        shared.finished(stream: stream, code: error.code, reason: error.reason, peer: peer)
+    }
+
+    /// A plain HTTP error for requests that are not gRPC at all (wrong method or content type).
+    private func respondHTTP(_ stream: ServerStream, status: String, message: String) {
+        guard !stream.responded, let session else { return }
+        stream.responded = true
+        let headers = HeaderList([
+            (":status", status), ("content-type", "text/plain"),
+            ("grpc-status", String(StatusCode.internal.rawValue)), ("grpc-message", GRPCHeaders.percentEncode(message)),
+        ])
+        nghttp2_submit_response(session, stream.id, headers.nva, headers.count, nil)
+    }
+}
+
+// MARK: nghttp2 callbacks: find the connection through user_data, never throw into C.
+
+private func connection(_ userData: UnsafeMutableRawPointer?) -> ServerConnection {
+    Unmanaged<ServerConnection>.fromOpaque(userData!).takeUnretainedValue()
+}
+
+private let onBeginHeaders: nghttp2_on_begin_headers_callback = { _, frame, userData in
+    guard let frame else { return 0 }
+    if frame.pointee.hd.type == UInt8(NGHTTP2_HEADERS.rawValue) && frame.pointee.headers.cat == NGHTTP2_HCAT_REQUEST {
+        connection(userData).beginHeaders(streamID: frame.pointee.hd.stream_id)
+    }
+    return 0
+}
+
+private let onHeader: nghttp2_on_header_callback = { _, frame, name, namelen, value, valuelen, _, userData in
+    guard let frame, frame.pointee.hd.type == UInt8(NGHTTP2_HEADERS.rawValue) else { return 0 }
+    let ok = connection(userData).header(
+        streamID: frame.pointee.hd.stream_id,
+        name: UnsafeBufferPointer(start: name, count: namelen),
+        value: UnsafeBufferPointer(start: value, count: valuelen))
+    return ok ? 0 : Int32(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue)
+}
+
+private let onFrameRecv: nghttp2_on_frame_recv_callback = { _, frame, userData in
+    guard let frame else { return 0 }
+    let conn = connection(userData)
+    let id = frame.pointee.hd.stream_id
+    let endStream = frame.pointee.hd.flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0
+    switch UInt32(frame.pointee.hd.type) {
+    case NGHTTP2_HEADERS.rawValue:
+        if frame.pointee.headers.cat == NGHTTP2_HCAT_REQUEST {
+            conn.headersComplete(streamID: id, endStream: endStream)
+        } else if endStream {
+            conn.requestEnded(streamID: id)  // trailers from the client end its request
+        }
+    case NGHTTP2_DATA.rawValue:
+        if endStream { conn.requestEnded(streamID: id) }
+    default:
+        break
+    }
+    return 0
+}
+
+private let onDataChunk: nghttp2_on_data_chunk_recv_callback = { _, _, streamID, data, len, userData in
+    connection(userData).data(streamID: streamID, bytes: UnsafeRawBufferPointer(start: data, count: len))
+    return 0
+}
+
+private let onStreamClose: nghttp2_on_stream_close_callback = { _, streamID, _, userData in
+    connection(userData).streamClosed(streamID: streamID)
+    return 0
+}
+
+private let onFrameSend: nghttp2_on_frame_send_callback = { _, frame, userData in
+    guard let frame else { return 0 }
+    let type = UInt32(frame.pointee.hd.type)
+    if (type == NGHTTP2_HEADERS.rawValue || type == NGHTTP2_DATA.rawValue),
+       frame.pointee.hd.flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0 {
+        connection(userData).sentEndStream(streamID: frame.pointee.hd.stream_id)
+    }
+    return 0
+}
+
+private let readBodyCallback: nghttp2_data_source_read_callback = { _, streamID, buf, length, flags, _, userData in
+    connection(userData).readBody(streamID: streamID, into: buf!, length: length, flags: flags!)
+}

@@ -1,0 +1,32 @@
+import RPC
+
+/// One request stream of a server connection; touched on its loop only.
+final class ServerStream {
+    let id: Int32
+    var method = ""
+    var path = ""
+    var contentType = ""
+    var timeout = ""
+    var metadata: [(name: String, value: String)] = []
+    var headerBytes = 0
+    var handler: UnaryHandler?
+    var deframer: MessageDeframer
+    /// The request side has ended (END_STREAM seen).
+    var remoteClosed = false
+    /// A handler is running or an answer is being written.
+    var dispatched = false
+    /// The answer was submitted to nghttp2.
+    var responded = false
+    var timerID: Int?
+    var cancellation: Cancellation?
+    var startedAt: UInt64 = 0
+    var requestID = ""
+    /// The framed OK message being sent, and how much nghttp2 has taken.
+    var body: [UInt8] = []
+    var bodyOffset = 0
+
+    init(id: Int32, maxMessageBytes: Int) {
+        self.id = id
+        self.deframer = MessageDeframer(maxMessageBytes: maxMessageBytes)
+    }
+}

@@ -1,0 +1,162 @@
+import COpenSSL
+import CSystem
+import Glibc
+
+/// An OpenSSL `SSL_CTX` for serving or calling with ALPN `h2`; owns the handle.
+public final class TLSContext: @unchecked Sendable {
+    // Sendable: the SSL_CTX is configured in init and only read afterwards;
+    // OpenSSL documents SSL_new on a shared, unmodified context as thread-safe.
+    let ctx: OpaquePointer
+
+    /// A server context: certificate chain and key (PEM), optional client CA for mutual TLS.
+    public init(certificatePath: String, keyPath: String, clientCAPath: String? = nil) throws(SocketError) {
+        guard let ctx = SSL_CTX_new(TLS_server_method()) else { throw .tls("SSL_CTX_new failed") }
+        self.ctx = ctx
+        _ = copenssl_ctx_set_min_tls12(ctx)
+        _ = copenssl_ctx_set_partial_write(ctx)
+        guard SSL_CTX_use_certificate_chain_file(ctx, certificatePath) == 1 else {
+            throw .tls("cannot load certificate \(certificatePath): \(TLSContext.lastError())")
+        }
+        guard SSL_CTX_use_PrivateKey_file(ctx, keyPath, SSL_FILETYPE_PEM) == 1 else {
+            throw .tls("cannot load key \(keyPath): \(TLSContext.lastError())")
+        }
+        guard SSL_CTX_check_private_key(ctx) == 1 else { throw .tls("key \(keyPath) does not match the certificate") }
+        if let clientCAPath {
+            guard SSL_CTX_load_verify_locations(ctx, clientCAPath, nil) == 1 else {
+                throw .tls("cannot load client CA \(clientCAPath): \(TLSContext.lastError())")
+            }
+            SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, nil)
+        }
+        SSL_CTX_set_alpn_select_cb(ctx, { _, out, outlen, input, inlen, _ in
+            // Pick "h2" from the client's length-prefixed list; refuse anything else.
+            guard let input, let out, let outlen else { return SSL_TLSEXT_ERR_ALERT_FATAL }
+            var i = 0
+            let n = Int(inlen)
+            while i < n {
+                let len = Int(input[i])
+                if len == 2, i + 2 < n, input[i + 1] == UInt8(ascii: "h"), input[i + 2] == UInt8(ascii: "2") {
+                    out.pointee = input + i + 1
+                    outlen.pointee = 2
+                    return SSL_TLSEXT_ERR_OK
+                }
+                i += 1 + len
+            }
+            return SSL_TLSEXT_ERR_ALERT_FATAL
+        }, nil)
+    }
+
+    /// A client context offering ALPN h2; verifies the server against `caPath` unless `insecure`.
+    public init(clientCAPath caPath: String?, insecure: Bool, certificatePath: String? = nil, keyPath: String? = nil) throws(SocketError) {
+        guard let ctx = SSL_CTX_new(TLS_client_method()) else { throw .tls("SSL_CTX_new failed") }
+        self.ctx = ctx
+        _ = copenssl_ctx_set_min_tls12(ctx)
+        if insecure {
+            SSL_CTX_set_verify(ctx, SSL_VERIFY_NONE, nil)
+        } else {
+            if let caPath {
+                guard SSL_CTX_load_verify_locations(ctx, caPath, nil) == 1 else { throw .tls("cannot load CA \(caPath)") }
+            } else {
+                SSL_CTX_set_default_verify_paths(ctx)
+            }
+            SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, nil)
+        }
+        if let certificatePath, let keyPath {
+            guard SSL_CTX_use_certificate_chain_file(ctx, certificatePath) == 1,
+                  SSL_CTX_use_PrivateKey_file(ctx, keyPath, SSL_FILETYPE_PEM) == 1 else {
+                throw .tls("cannot load client certificate \(certificatePath)")
+            }
+        }
+        let alpn: [UInt8] = [2, UInt8(ascii: "h"), UInt8(ascii: "2")]
+        _ = SSL_CTX_set_alpn_protos(ctx, alpn, UInt32(alpn.count))
+    }
+
+    deinit { SSL_CTX_free(ctx) }
+
+    /// The newest OpenSSL error as text, and the queue cleared.
+    static func lastError() -> String {
+        let code = ERR_get_error()
+        ERR_clear_error()
+        guard code != 0 else { return "unknown error" }
+        var buf = [CChar](repeating: 0, count: 256)
+        ERR_error_string_n(code, &buf, buf.count)
+        return String(cString: buf)
+    }
+}
+
+/// One TLS session over a socket; owns the `SSL`.
+final class TLSSession {
+    let ssl: OpaquePointer
+
+    init(context: TLSContext, fd: Int32, server: Bool, hostname: String? = nil) throws(SocketError) {
+        guard let ssl = SSL_new(context.ctx) else { throw .tls("SSL_new failed") }
+        self.ssl = ssl
+        SSL_set_fd(ssl, fd)
+        if server {
+            SSL_set_accept_state(ssl)
+        } else {
+            if let hostname { _ = copenssl_set_sni(ssl, hostname) }
+            SSL_set_connect_state(ssl)
+        }
+    }
+
+    deinit { SSL_free(ssl) }
+
+    enum IO {
+        case done(Int)
+        case wantRead
+        case wantWrite
+        case closed
+        case failed(String)
+    }
+
+    private func classify(_ rc: Int32) -> IO {
+        let err = SSL_get_error(ssl, rc)
+        switch err {
+        case SSL_ERROR_WANT_READ: return .wantRead
+        case SSL_ERROR_WANT_WRITE: return .wantWrite
+        case SSL_ERROR_ZERO_RETURN: return .closed
+        case SSL_ERROR_SYSCALL:
+            ERR_clear_error()
+            return rc == 0 ? .closed : .failed("syscall: \(String(cString: strerror(errno)))")
+        default: return .failed(TLSContext.lastError())
+        }
+    }
+
+    func handshake() -> IO {
+        let rc = SSL_do_handshake(ssl)
+        return rc == 1 ? .done(0) : classify(rc)
+    }
+
+    var isHandshakeDone: Bool { SSL_is_init_finished(ssl) == 1 }
+
+    /// The negotiated ALPN protocol, if any.
+    var alpn: String? {
+        var data: UnsafePointer<UInt8>?
+        var len: UInt32 = 0
+        SSL_get0_alpn_selected(ssl, &data, &len)
+        guard let data, len > 0 else { return nil }
+        return String(decoding: UnsafeBufferPointer(start: data, count: Int(len)), as: UTF8.self)
+    }
+
+    /// The verified peer certificate's subject, one line (mutual TLS).
+    var peerSubject: String? {
+        guard let cert = SSL_get1_peer_certificate(ssl) else { return nil }
+        defer { X509_free(cert) }
+        guard let name = X509_get_subject_name(cert), let line = X509_NAME_oneline(name, nil, 0) else { return nil }
+        defer { CRYPTO_free(line, nil, 0) }
+        return String(cString: line)
+    }
+
+    func read(_ buffer: UnsafeMutableRawBufferPointer) -> IO {
+        let rc = SSL_read(ssl, buffer.baseAddress, Int32(buffer.count))
+        return rc > 0 ? .done(Int(rc)) : classify(rc)
+    }
+
+    func write(_ bytes: UnsafeRawBufferPointer) -> IO {
+        guard bytes.count > 0 else { return .done(0) }
+        let rc = SSL_write(ssl, bytes.baseAddress, Int32(bytes.count))
+        return rc > 0 ? .done(Int(rc)) : classify(rc)
+    }
+
+    func shutdown() { _ = SSL_shutdown(ssl) }
+}

@@ -1,0 +1,120 @@
+public import Synchronization
+public import ProtoWire
+
+/// Set once when a call is cancelled (client reset, deadline, shutdown); read from any thread.
+public final class Cancellation: Sendable {
+    private let flag = Atomic<Bool>(false)
+    public init() {}
+    public var isCancelled: Bool { flag.load(ordering: .acquiring) }
+    public func cancel() { flag.store(true, ordering: .releasing) }
+}
+
+/// What a handler knows about its call besides the request message.
+public struct CallContext: Sendable {
+    /// The full method name, `billing.v1.Billing/CreateOrder`.
+    public var method: String
+    /// Request metadata: lower-case names, values as sent (no pseudo-headers).
+    public var metadata: [(name: String, value: String)]
+    /// When the client stops waiting, if it said (`grpc-timeout`).
+    public var deadline: ContinuousClock.Instant?
+    /// The remote address, `127.0.0.1:53412`.
+    public var peer: String
+    /// An id for this call that appears in logs and in INTERNAL errors.
+    public var requestID: String
+    public var cancellation: Cancellation
+
+    public init(method: String, metadata: [(name: String, value: String)] = [], deadline: ContinuousClock.Instant? = nil,
+                peer: String = "", requestID: String = "", cancellation: Cancellation = Cancellation()) {
+        self.method = method
+        self.metadata = metadata
+        self.deadline = deadline
+        self.peer = peer
+        self.requestID = requestID
+        self.cancellation = cancellation
+    }
+
+    /// The first value of a metadata entry.
+    public func metadata(_ name: String) -> String? {
+        metadata.first { $0.name == name }?.value
+    }
+
+    /// True once the call is cancelled or its deadline passed: domain code checks before it writes.
+    public var isExpired: Bool {
+        if cancellation.isCancelled { return true }
+        if let deadline, ContinuousClock.now >= deadline { return true }
+        return false
+    }
+}
+
+/// The single answer to a unary call, handed to the transport once.
+///
+/// A handler may call `succeed` or `fail` from any thread; later calls are ignored.
+public final class Responder: Sendable {
+    public typealias Deliver = @Sendable (Result<[UInt8], RPCError>) -> Void
+    private let answered = Atomic<Bool>(false)
+    private let deliver: Deliver
+
+    public init(_ deliver: @escaping Deliver) { self.deliver = deliver }
+
+    /// Answers OK with an already length-prefixed message.
+    public func succeed(framed: [UInt8]) {
+        guard answered.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged else { return }
+        deliver(.success(framed))
+    }
+
+    /// Answers OK with `message`, framed in one allocation.
+    public func succeed(_ message: some ProtoMessage) {
+        let size = message.encodedSize
+        var writer = ProtoWriter(capacity: MessageFraming.prefixSize + size)
+        writer.writeRaw([0, UInt8(truncatingIfNeeded: size >> 24), UInt8(truncatingIfNeeded: size >> 16),
+                         UInt8(truncatingIfNeeded: size >> 8), UInt8(truncatingIfNeeded: size)])
+        message.encode(to: &writer)
+        succeed(framed: writer.finish())
+    }
+
+    public func fail(_ error: RPCError) {
+        guard answered.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged else { return }
+        deliver(.failure(error))
+    }
+
+    public var isAnswered: Bool { answered.load(ordering: .acquiring) }
+}
+
+/// A unary method: request bytes (without the prefix) in, one answer out through the responder.
+/// Handlers run on an event loop and must not block it.
+public typealias UnaryHandler = @Sendable (CallContext, [UInt8], Responder) -> Void
+
+/// Maps full method paths to handlers. Built once before serving, then read-only.
+public struct Router: Sendable {
+    private var handlers: [String: UnaryHandler] = [:]
+
+    public init() {}
+
+    /// Registers a handler for `/package.Service/Method`.
+    public mutating func register(_ method: String, _ handler: @escaping UnaryHandler) {
+        handlers["/" + method] = handler
+    }
+
+    /// Registers a typed handler: decoding failures answer INVALID_ARGUMENT before it runs.
+    public mutating func register<Request: ProtoMessage>(
+        _ method: String, _ type: Request.Type,
+        _ handler: @escaping @Sendable (CallContext, Request, Responder) -> Void
+    ) {
+        register(method) { context, bytes, responder in
+            let request: Request
+            do throws(WireError) {
+                request = try Request(decoding: bytes)
+            } catch {
+                responder.fail(.undecodable(error.description))
+                return
+            }
+            handler(context, request, responder)
+        }
+    }
+
+    /// The handler for an HTTP/2 `:path`, or nil.
+    public func handler(forPath path: String) -> UnaryHandler? { handlers[path] }
+
+    /// The registered method names, sorted.
+    public var methods: [String] { handlers.keys.map { String($0.dropFirst()) }.sorted() }
+}

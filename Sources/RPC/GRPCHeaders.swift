@@ -1,0 +1,145 @@
+/// Parsing and formatting of gRPC's header values.
+public enum GRPCHeaders {
+    /// `grpc-timeout`: 1 to 8 ASCII digits and a unit (H, M, S, m, u, n), as nanoseconds.
+    public static func parseTimeout(_ value: String) -> Int64? {
+        let utf8 = Array(value.utf8)
+        guard utf8.count >= 2, utf8.count <= 9 else { return nil }
+        var amount: Int64 = 0
+        for c in utf8.dropLast() {
+            guard c >= 0x30, c <= 0x39 else { return nil }
+            amount = amount * 10 + Int64(c - 0x30)
+        }
+        let perUnit: Int64
+        switch utf8.last! {
+        case UInt8(ascii: "H"): perUnit = 3_600_000_000_000
+        case UInt8(ascii: "M"): perUnit = 60_000_000_000
+        case UInt8(ascii: "S"): perUnit = 1_000_000_000
+        case UInt8(ascii: "m"): perUnit = 1_000_000
+        case UInt8(ascii: "u"): perUnit = 1_000
+        case UInt8(ascii: "n"): perUnit = 1
+        default: return nil
+        }
+        let (product, overflow) = amount.multipliedReportingOverflow(by: perUnit)
+        return overflow ? Int64.max : product
+    }
+
+    /// Formats a timeout for `grpc-timeout` (at most 8 digits).
+    public static func formatTimeout(nanoseconds: Int64) -> String {
+        let units: [(Int64, String)] = [(1, "n"), (1_000, "u"), (1_000_000, "m"), (1_000_000_000, "S"), (60_000_000_000, "M"), (3_600_000_000_000, "H")]
+        for (size, unit) in units {
+            let amount = (nanoseconds + size - 1) / size
+            if amount < 100_000_000 { return "\(max(amount, 1))\(unit)" }
+        }
+        return "99999999H"
+    }
+
+    /// `grpc-message`: percent-encodes bytes outside printable ASCII and `%`.
+    public static func percentEncode(_ s: String) -> String {
+        var out = [UInt8]()
+        out.reserveCapacity(s.utf8.count)
+        let hex = Array("0123456789ABCDEF".utf8)
+        for b in s.utf8 {
+            if b >= 0x20, b <= 0x7E, b != UInt8(ascii: "%") {
+                out.append(b)
+            } else {
+                out.append(UInt8(ascii: "%"))
+                out.append(hex[Int(b >> 4)])
+                out.append(hex[Int(b & 15)])
+            }
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// Reverses `percentEncode`, leaving malformed escapes as they are.
+    public static func percentDecode(_ s: String) -> String {
+        let bytes = Array(s.utf8)
+        var out = [UInt8]()
+        var i = 0
+        while i < bytes.count {
+            if bytes[i] == UInt8(ascii: "%"), i + 2 < bytes.count, let h = hexValue(bytes[i + 1]), let l = hexValue(bytes[i + 2]) {
+                out.append(h << 4 | l)
+                i += 3
+            } else {
+                out.append(bytes[i])
+                i += 1
+            }
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    private static func hexValue(_ c: UInt8) -> UInt8? {
+        switch c {
+        case 0x30...0x39: c - 0x30
+        case 0x41...0x46: c - 0x41 + 10
+        case 0x61...0x66: c - 0x61 + 10
+        default: nil
+        }
+    }
+
+    /// True for `application/grpc`, `application/grpc+proto` and other `application/grpc+x` / `;params`.
+    public static func isGRPCContentType(_ value: String) -> Bool {
+        let lower = value.lowercased()
+        guard lower.hasPrefix("application/grpc") else { return false }
+        let rest = lower.dropFirst("application/grpc".count)
+        guard let first = rest.first else { return true }
+        if first == ";" { return true }
+        if rest.hasPrefix("+proto") { return rest.count == 6 || rest.dropFirst(6).first == ";" }
+        return false
+    }
+}
+
+/// Base64 for `-bin` metadata: encodes unpadded, decodes padded or not.
+public enum Base64 {
+    private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
+
+    public static func encode(_ bytes: [UInt8], padded: Bool = false) -> String {
+        var out = [UInt8]()
+        out.reserveCapacity((bytes.count + 2) / 3 * 4)
+        var i = 0
+        while i + 3 <= bytes.count {
+            let n = UInt32(bytes[i]) << 16 | UInt32(bytes[i + 1]) << 8 | UInt32(bytes[i + 2])
+            for shift in [18, 12, 6, 0] { out.append(alphabet[Int((n >> UInt32(shift)) & 63)]) }
+            i += 3
+        }
+        let rest = bytes.count - i
+        if rest > 0 {
+            var n = UInt32(bytes[i]) << 16
+            if rest == 2 { n |= UInt32(bytes[i + 1]) << 8 }
+            out.append(alphabet[Int((n >> 18) & 63)])
+            out.append(alphabet[Int((n >> 12) & 63)])
+            if rest == 2 { out.append(alphabet[Int((n >> 6) & 63)]) }
+            if padded { out.append(contentsOf: Array(repeating: UInt8(ascii: "="), count: 3 - rest)) }
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// Decodes standard or URL-safe base64, with or without padding; nil when malformed.
+    public static func decode(_ s: String) -> [UInt8]? {
+        var out = [UInt8]()
+        out.reserveCapacity(s.utf8.count * 3 / 4)
+        var acc: UInt32 = 0
+        var bits = 0
+        var padding = 0
+        for c in s.utf8 {
+            let v: UInt32
+            switch c {
+            case 0x41...0x5A: v = UInt32(c - 0x41)
+            case 0x61...0x7A: v = UInt32(c - 0x61 + 26)
+            case 0x30...0x39: v = UInt32(c - 0x30 + 52)
+            case UInt8(ascii: "+"), UInt8(ascii: "-"): v = 62
+            case UInt8(ascii: "/"), UInt8(ascii: "_"): v = 63
+            case UInt8(ascii: "="): padding += 1; continue
+            default: return nil
+            }
+            if padding > 0 { return nil }
+            acc = acc << 6 | v
+            bits += 6
+            if bits >= 8 {
+                bits -= 8
+                out.append(UInt8(truncatingIfNeeded: acc >> UInt32(bits)))
+            }
+        }
+        if bits >= 6 || padding > 2 { return nil }
+        return out
+    }
+}
