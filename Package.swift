@@ -32,10 +32,15 @@ let package = Package(
         .target(name: "HTTP2", dependencies: ["CNGHTTP2", "COpenSSL", "CSystem", "RPC", "ProtoWire"], swiftSettings: strict),
         .target(name: "Storage", dependencies: ["CSQLite", "Billing"], swiftSettings: strict),
 
+        .target(
+            name: "Daemon",
+            dependencies: ["HTTP2", "RPC", "Billing", "BillingService", "Storage"],
+            swiftSettings: strict),
+
         // Executables.
         .executableTarget(
             name: "billingd",
-            dependencies: ["HTTP2", "RPC", "Billing", "BillingService", "Storage"],
+            dependencies: ["Daemon"],
             swiftSettings: strict),
         .executableTarget(
             name: "billingctl",
@@ -48,7 +53,7 @@ let package = Package(
         .testTarget(name: "StorageTests", dependencies: ["Storage", "Billing"], swiftSettings: strict),
         .testTarget(
             name: "ServerTests",
-            dependencies: ["HTTP2", "RPC", "Billing", "BillingService", "BillingAPI", "Storage", "ProtoWire"],
+            dependencies: ["Daemon", "HTTP2", "RPC", "Billing", "BillingService", "BillingAPI", "Storage", "ProtoWire"],
             swiftSettings: strict),
     ],
     swiftLanguageModes: [.v6]

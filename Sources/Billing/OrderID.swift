@@ -1,0 +1,50 @@
+/// Order ids: random (version 4) UUIDs in lowercase canonical form.
+public enum OrderID {
+    private static let hex = Array("0123456789abcdef".utf8)
+
+    /// A fresh UUID v4 from the system's secure random source.
+    public static func make() -> String {
+        var rng = SystemRandomNumberGenerator()
+        var bytes = [UInt8](repeating: 0, count: 16)
+        let a = rng.next() as UInt64, b = rng.next() as UInt64
+        for i in 0..<8 {
+            bytes[i] = UInt8(truncatingIfNeeded: a >> (8 * UInt64(i)))
+            bytes[8 + i] = UInt8(truncatingIfNeeded: b >> (8 * UInt64(i)))
+        }
+        bytes[6] = (bytes[6] & 0x0F) | 0x40  // version 4
+        bytes[8] = (bytes[8] & 0x3F) | 0x80  // RFC 4122 variant
+        return format(bytes)
+    }
+
+    static func format(_ bytes: [UInt8]) -> String {
+        var out = [UInt8]()
+        out.reserveCapacity(36)
+        for (i, b) in bytes.enumerated() {
+            if i == 4 || i == 6 || i == 8 || i == 10 { out.append(UInt8(ascii: "-")) }
+            out.append(hex[Int(b >> 4)])
+            out.append(hex[Int(b & 15)])
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+
+    /// The canonical lowercase form of any UUID written 8-4-4-4-12 in either case, or nil.
+    public static func canonical(_ text: String) -> String? {
+        let utf8 = Array(text.utf8)
+        guard utf8.count == 36 else { return nil }
+        var out = [UInt8]()
+        out.reserveCapacity(36)
+        for (i, c) in utf8.enumerated() {
+            if i == 8 || i == 13 || i == 18 || i == 23 {
+                guard c == UInt8(ascii: "-") else { return nil }
+                out.append(c)
+                continue
+            }
+            switch c {
+            case 0x30...0x39, 0x61...0x66: out.append(c)
+            case 0x41...0x46: out.append(c + 0x20)
+            default: return nil
+            }
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
+}

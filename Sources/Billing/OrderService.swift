@@ -1,0 +1,109 @@
+/// Opens and reads orders: validation and idempotency rules over an `OrderStore`.
+public final class OrderService: Sendable {
+    /// Limits on request fields, in UTF-8 bytes.
+    public enum Limits {
+        public static let accountID = 128
+        public static let productID = 255
+        public static let idempotencyKey = 128
+        public static let maxQuantity = 1000
+    }
+
+    public let store: any OrderStore
+    public let catalog: Catalog?
+    private let clock: any WallClock
+
+    public init(store: any OrderStore, catalog: Catalog? = nil, clock: any WallClock = SystemClock()) {
+        self.store = store
+        self.catalog = catalog
+        self.clock = clock
+    }
+
+    /// A request to open an order, as the caller sent it.
+    public struct CreateRequest: Sendable {
+        public var accountID: String
+        public var productID: String
+        public var idempotencyKey: String
+        public var quantity: Int
+
+        public init(accountID: String, productID: String, idempotencyKey: String = "", quantity: Int = 0) {
+            self.accountID = accountID
+            self.productID = productID
+            self.idempotencyKey = idempotencyKey
+            self.quantity = quantity
+        }
+    }
+
+    /// Validates a request and returns the order to insert (not yet stored).
+    public func validate(_ request: CreateRequest) throws(BillingError) -> NewOrder {
+        try Self.checkText(request.accountID, field: "account_id", max: Limits.accountID, required: true)
+        try Self.checkText(request.productID, field: "product_id", max: Limits.productID, required: true)
+        try Self.checkText(request.idempotencyKey, field: "idempotency_key", max: Limits.idempotencyKey, required: false)
+        let quantity = request.quantity == 0 ? 1 : request.quantity
+        guard quantity >= 1, quantity <= Limits.maxQuantity else {
+            throw .invalidField(field: "quantity", problem: "must be between 1 and \(Limits.maxQuantity) (0 means 1)")
+        }
+        if let catalog, catalog.product(request.productID) == nil {
+            throw .productNotFound(productID: request.productID)
+        }
+        return NewOrder(id: OrderID.make(), accountID: request.accountID, productID: request.productID, quantity: quantity,
+                        idempotencyKey: request.idempotencyKey.isEmpty ? nil : request.idempotencyKey,
+                        createTimeMs: clock.nowMilliseconds())
+    }
+
+    /// Text fields: required ones non-empty, all within `max` bytes and free of control characters.
+    static func checkText(_ value: String, field: String, max: Int, required: Bool) throws(BillingError) {
+        if value.isEmpty {
+            if required { throw .invalidField(field: field, problem: "is required") }
+            return
+        }
+        guard value.utf8.count <= max else { throw .invalidField(field: field, problem: "is longer than \(max) bytes") }
+        for scalar in value.unicodeScalars where scalar.value < 0x20 || scalar.value == 0x7F {
+            throw .invalidField(field: field, problem: "contains control characters")
+        }
+    }
+
+    /// Opens an order, or answers the one an idempotency key already made with the same fields.
+    public func createOrder(_ request: CreateRequest, abandoned: @escaping @Sendable () -> Bool = { false },
+                            completion: @escaping @Sendable (Result<Order, BillingError>) -> Void) {
+        let new: NewOrder
+        do {
+            new = try validate(request)
+        } catch {
+            completion(.failure(error))
+            return
+        }
+        store.create(new, abandoned: abandoned) { result in
+            switch result {
+            case .success(.created(let order)):
+                completion(.success(order))
+            case .success(.existing(let order)):
+                if order.productID == new.productID && order.quantity == new.quantity {
+                    completion(.success(order))
+                } else {
+                    completion(.failure(.idempotencyKeyReused(key: new.idempotencyKey ?? "")))
+                }
+            case .failure(let error):
+                completion(.failure(error))
+            }
+        }
+    }
+
+    /// Reads an order; ids are accepted in either case and looked up in canonical form.
+    public func getOrder(id: String, completion: @escaping @Sendable (Result<Order, BillingError>) -> Void) {
+        if id.isEmpty {
+            completion(.failure(.invalidField(field: "order_id", problem: "is required")))
+            return
+        }
+        guard let canonical = OrderID.canonical(id) else {
+            completion(.failure(.invalidField(field: "order_id", problem: "is not a UUID")))
+            return
+        }
+        store.order(id: canonical) { result in
+            switch result {
+            case .success(let order?): completion(.success(order))
+            case .success(nil): completion(.failure(.orderNotFound(orderID: canonical)))
+            case .failure(let error): completion(.failure(error))
+            }
+        }
+    }
+}

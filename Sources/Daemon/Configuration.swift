@@ -1,0 +1,206 @@
+import Foundation
+
+/// billingd's settings, from flags and their `BILLING_*` environment twins (CONFIG.md).
+public struct Configuration: Sendable, Equatable {
+    public var listen = "127.0.0.1:50051"
+    public var database = "sqlite:billing.db"
+    public var threads = ProcessInfo.processInfo.activeProcessorCount
+    public var maxMessageBytes = 4 << 20
+    public var bundleIDs: [String] = []
+    public var appleAppID: Int64?
+    public var environments: [String] = ["production", "sandbox"]
+    public var trustRoots: [String] = []
+    public var catalogPath: String?
+    public var restorePolicy = "transfer"
+    public var dev = false
+    public var tlsCert: String?
+    public var tlsKey: String?
+    public var tlsClientCA: String?
+    public var apiKeys: String?
+    public var metricsListen: String?
+    public var dbPoolSize = 8
+    public var shutdownGrace = 20.0
+    public var logLevel = LogLevel.info
+    public var maxConcurrentStreams = 1024
+
+    public init() {}
+
+    /// A bad flag or value: one line naming the flag; billingd exits with status 2.
+    public struct Invalid: Error, Equatable, CustomStringConvertible {
+        public var flag: String
+        public var problem: String
+        public var description: String { "billingd: --\(flag): \(problem)" }
+    }
+
+    /// Every flag billingd knows, and whether it takes a value.
+    static let flags: [String: Bool] = [
+        "listen": true, "database": true, "threads": true, "max-message-bytes": true, "bundle-id": true,
+        "apple-app-id": true, "environments": true, "trust-root": true, "catalog": true, "restore-policy": true,
+        "dev": false, "tls-cert": true, "tls-key": true, "tls-client-ca": true, "api-keys": true,
+        "metrics-listen": true, "db-pool-size": true, "shutdown-grace": true, "log-level": true,
+        "max-concurrent-streams": true, "help": false, "version": false,
+    ]
+    static let repeatable: Set<String> = ["bundle-id", "trust-root"]
+
+    /// Parses `arguments` (without the program name) over `environment`; flags beat their twins.
+    public static func parse(_ arguments: [String], environment: [String: String]) throws(Invalid) -> Configuration {
+        var values: [String: [String]] = [:]
+        // Environment twins first, so flags replace them.
+        for (flag, takesValue) in flags where flag != "help" && flag != "version" {
+            let twin = "BILLING_" + flag.uppercased().replacingOccurrences(of: "-", with: "_")
+            guard let value = environment[twin] else { continue }
+            if !takesValue {
+                values[flag] = [value]
+            } else if repeatable.contains(flag) {
+                values[flag] = value.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+            } else {
+                values[flag] = [value]
+            }
+        }
+        var fromFlags = Set<String>()
+        var i = 0
+        while i < arguments.count {
+            let arg = arguments[i]
+            guard arg.hasPrefix("--") else { throw Invalid(flag: arg, problem: "unexpected argument; flags start with --") }
+            var name = String(arg.dropFirst(2))
+            var inline: String?
+            if let eq = name.firstIndex(of: "=") {
+                inline = String(name[name.index(after: eq)...])
+                name = String(name[..<eq])
+            }
+            guard let takesValue = flags[name] else { throw Invalid(flag: name, problem: "unknown flag (see billingd --help)") }
+            let value: String
+            if takesValue {
+                if let inline {
+                    value = inline
+                } else {
+                    guard i + 1 < arguments.count else { throw Invalid(flag: name, problem: "needs a value") }
+                    i += 1
+                    value = arguments[i]
+                }
+            } else {
+                value = inline ?? "true"
+            }
+            if !fromFlags.contains(name) {
+                values[name] = []
+                fromFlags.insert(name)
+            }
+            if !repeatable.contains(name) && values[name]!.count == 1 && takesValue {
+                throw Invalid(flag: name, problem: "given twice")
+            }
+            values[name]!.append(value)
+            i += 1
+        }
+        return try build(values)
+    }
+
+    private static func build(_ v: [String: [String]]) throws(Invalid) -> Configuration {
+        var c = Configuration()
+        func one(_ flag: String) -> String? { v[flag]?.last }
+        func int(_ flag: String, _ range: ClosedRange<Int>) throws(Invalid) -> Int? {
+            guard let s = one(flag) else { return nil }
+            guard let n = Int(s), range.contains(n) else {
+                throw Invalid(flag: flag, problem: "'\(s)' is not a whole number from \(range.lowerBound) to \(range.upperBound)")
+            }
+            return n
+        }
+        func bool(_ flag: String) throws(Invalid) -> Bool? {
+            guard let s = one(flag) else { return nil }
+            switch s.lowercased() {
+            case "true", "1", "yes", "on": return true
+            case "false", "0", "no", "off", "": return false
+            default: throw Invalid(flag: flag, problem: "'\(s)' is not true or false")
+            }
+        }
+        func file(_ flag: String, _ path: String) throws(Invalid) -> String {
+            guard FileManager.default.isReadableFile(atPath: path) else {
+                throw Invalid(flag: flag, problem: "cannot read '\(path)'")
+            }
+            return path
+        }
+        if let s = one("listen") {
+            guard let colon = s.lastIndex(of: ":"), let port = Int(s[s.index(after: colon)...]), (0...65535).contains(port),
+                  colon != s.startIndex || s.hasPrefix(":") else {
+                throw Invalid(flag: "listen", problem: "'\(s)' is not HOST:PORT")
+            }
+            c.listen = s
+        }
+        if let s = one("database") {
+            guard s.hasPrefix("sqlite:") || s.hasPrefix("postgres://") || s.hasPrefix("postgresql://") else {
+                throw Invalid(flag: "database", problem: "'\(s)' is neither sqlite:PATH nor postgres://user@host:port/db")
+            }
+            if s.hasPrefix("sqlite:") && s.dropFirst("sqlite:".count).isEmpty {
+                throw Invalid(flag: "database", problem: "sqlite: needs a file path")
+            }
+            c.database = s
+        }
+        if let n = try int("threads", 1...256) { c.threads = n }
+        if let n = try int("max-message-bytes", 1...(256 << 20)) { c.maxMessageBytes = n }
+        if let n = try int("max-concurrent-streams", 1...1_000_000) { c.maxConcurrentStreams = n }
+        if let ids = v["bundle-id"] {
+            for id in ids where id.isEmpty || id.contains(" ") { throw Invalid(flag: "bundle-id", problem: "'\(id)' is not a bundle id") }
+            c.bundleIDs = ids
+        }
+        if let s = one("apple-app-id") {
+            guard let n = Int64(s), n > 0 else { throw Invalid(flag: "apple-app-id", problem: "'\(s)' is not a positive number") }
+            c.appleAppID = n
+        }
+        if let s = one("environments") {
+            let list = s.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+            guard !list.isEmpty else { throw Invalid(flag: "environments", problem: "needs at least one environment") }
+            for e in list where !["production", "sandbox", "xcode"].contains(e) {
+                throw Invalid(flag: "environments", problem: "'\(e)' is not production, sandbox or xcode")
+            }
+            c.environments = list
+        }
+        if let roots = v["trust-root"] {
+            var checked: [String] = []
+            for r in roots { checked.append(try file("trust-root", r)) }
+            c.trustRoots = checked
+        }
+        if let s = one("catalog") { c.catalogPath = try file("catalog", s) }
+        if let s = one("restore-policy") {
+            guard s == "transfer" || s == "keep" else { throw Invalid(flag: "restore-policy", problem: "'\(s)' is not transfer or keep") }
+            c.restorePolicy = s
+        }
+        if let b = try bool("dev") { c.dev = b }
+        if let s = one("tls-cert") { c.tlsCert = try file("tls-cert", s) }
+        if let s = one("tls-key") { c.tlsKey = try file("tls-key", s) }
+        if (c.tlsCert == nil) != (c.tlsKey == nil) {
+            throw Invalid(flag: c.tlsCert == nil ? "tls-cert" : "tls-key", problem: "--tls-cert and --tls-key go together")
+        }
+        if let s = one("tls-client-ca") {
+            c.tlsClientCA = try file("tls-client-ca", s)
+            if c.tlsCert == nil { throw Invalid(flag: "tls-client-ca", problem: "needs --tls-cert and --tls-key") }
+        }
+        if let s = one("api-keys") { c.apiKeys = try file("api-keys", s) }
+        if let s = one("metrics-listen") { c.metricsListen = s }
+        if let n = try int("db-pool-size", 1...1024) { c.dbPoolSize = n }
+        if let s = one("shutdown-grace") {
+            guard let d = Double(s), d >= 0, d <= 3600 else { throw Invalid(flag: "shutdown-grace", problem: "'\(s)' is not a number of seconds from 0 to 3600") }
+            c.shutdownGrace = d
+        }
+        if let s = one("log-level") {
+            guard let l = LogLevel(rawValue: s.lowercased()) else { throw Invalid(flag: "log-level", problem: "'\(s)' is not debug, info, warning or error") }
+            c.logLevel = l
+        }
+        if one("help") != nil { throw Invalid(flag: "help", problem: "usage") }
+        return c
+    }
+
+    public static let usage = """
+    usage: billingd [flags]   (each flag also reads BILLING_<FLAG> from the environment)
+      --listen HOST:PORT           gRPC port, h2c or TLS (default 127.0.0.1:50051)
+      --database URL               sqlite:PATH (default sqlite:billing.db) or postgres://user@host:port/db
+      --threads N                  event-loop threads (default: cores)
+      --max-message-bytes N        largest request message (default 4194304)
+      --max-concurrent-streams N   HTTP/2 streams per connection (default 1024)
+      --catalog PATH               product catalog JSON
+      --tls-cert PATH --tls-key PATH   serve TLS with ALPN h2
+      --tls-client-ca PATH         require client certificates signed by this CA
+      --shutdown-grace SECONDS     drain deadline after SIGTERM/SIGINT (default 20)
+      --log-level L                debug, info, warning, error (default info)
+      --bundle-id, --apple-app-id, --environments, --trust-root, --restore-policy, --dev,
+      --api-keys, --metrics-listen, --db-pool-size: see CONFIG.md
+    """
+}

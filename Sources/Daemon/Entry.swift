@@ -1,0 +1,50 @@
+import Foundation
+import Glibc
+
+/// billingd's entry point: parse, start, wait for SIGTERM/SIGINT, drain, exit.
+public enum Daemon {
+    public static func main() -> Never {
+        let arguments = Array(CommandLine.arguments.dropFirst())
+        if arguments.contains("--help") || arguments.contains("-h") {
+            print(Configuration.usage)
+            exit(0)
+        }
+        if arguments.contains("--version") {
+            print("billingd \(version)")
+            exit(0)
+        }
+        let configuration: Configuration
+        do {
+            configuration = try Configuration.parse(arguments, environment: ProcessInfo.processInfo.environment)
+        } catch {
+            FileHandle.standardError.write(Data((error.description + "\n").utf8))
+            exit(2)
+        }
+
+        // Signals are taken by sigwait on this thread; block them before any other thread starts.
+        var set = sigset_t()
+        sigemptyset(&set)
+        sigaddset(&set, SIGTERM)
+        sigaddset(&set, SIGINT)
+        pthread_sigmask(SIG_BLOCK, &set, nil)
+        signal(SIGPIPE, SIG_IGN)
+
+        let logger = Logger(level: configuration.logLevel)
+        let app: App
+        do {
+            app = try App(configuration: configuration, logger: logger)
+            try app.start()
+        } catch {
+            FileHandle.standardError.write(Data((error.description + "\n").utf8))
+            exit(2)
+        }
+        logger.flush()
+        var received: Int32 = 0
+        sigwait(&set, &received)
+        logger.log(.info, "signal", [("signal", .string(received == SIGTERM ? "SIGTERM" : "SIGINT"))])
+        app.stop()
+        exit(0)
+    }
+
+    public static let version = "0.1.0"
+}

@@ -1,0 +1,139 @@
+import CSQLite
+
+/// Errors from SQLite, with the library's code and message (never the SQL's values).
+public struct StorageError: Error, CustomStringConvertible, Sendable {
+    public var code: Int32
+    public var message: String
+    public var description: String { "sqlite error \(code): \(message)" }
+
+    /// SQLITE_CONSTRAINT and its extended codes: a unique or check rule refused the write.
+    public var isConstraint: Bool { code & 0xFF == SQLITE_CONSTRAINT }
+}
+
+/// One SQLite connection, owned by exactly one thread; frees its handle and statements.
+final class SQLiteConnection {
+    private let db: OpaquePointer
+    private var statements: [String: Statement] = [:]
+
+    init(path: String, readOnly: Bool = false) throws(StorageError) {
+        var handle: OpaquePointer?
+        let flags = (readOnly ? SQLITE_OPEN_READONLY : (SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE)) | SQLITE_OPEN_NOMUTEX
+        let rc = sqlite3_open_v2(path, &handle, flags, nil)
+        guard rc == SQLITE_OK, let handle else {
+            let message = handle.map { String(cString: sqlite3_errmsg($0)) } ?? "cannot open"
+            if let handle { sqlite3_close_v2(handle) }
+            throw StorageError(code: rc, message: "\(message) (\(path))")
+        }
+        db = handle
+        sqlite3_extended_result_codes(db, 1)
+    }
+
+    deinit {
+        statements.removeAll()
+        sqlite3_close_v2(db)
+    }
+
+    private func error(_ rc: Int32) -> StorageError {
+        StorageError(code: sqlite3_extended_errcode(db), message: String(cString: sqlite3_errmsg(db)))
+    }
+
+    /// Runs SQL without parameters (pragmas, DDL, transaction control).
+    func execute(_ sql: String) throws(StorageError) {
+        let rc = sqlite3_exec(db, sql, nil, nil, nil)
+        guard rc == SQLITE_OK else { throw error(rc) }
+    }
+
+    /// A prepared statement, cached for the connection's life.
+    func statement(_ sql: String) throws(StorageError) -> Statement {
+        if let s = statements[sql] { return s }
+        var handle: OpaquePointer?
+        let rc = sqlite3_prepare_v3(db, sql, -1, UInt32(SQLITE_PREPARE_PERSISTENT), &handle, nil)
+        guard rc == SQLITE_OK, let handle else { throw error(rc) }
+        let s = Statement(handle: handle, connection: self)
+        statements[sql] = s
+        return s
+    }
+
+    /// Runs a parameterised statement that returns no rows.
+    func run(_ sql: String, _ values: [SQLValue]) throws(StorageError) {
+        let s = try statement(sql)
+        defer { s.reset() }
+        try s.bind(values)
+        let rc = sqlite3_step(s.handle)
+        guard rc == SQLITE_DONE else { throw error(rc) }
+    }
+
+    /// Runs a query and maps each row.
+    func query<T>(_ sql: String, _ values: [SQLValue], _ row: (Row) -> T) throws(StorageError) -> [T] {
+        let s = try statement(sql)
+        defer { s.reset() }
+        try s.bind(values)
+        var out: [T] = []
+        while true {
+            let rc = sqlite3_step(s.handle)
+            if rc == SQLITE_DONE { break }
+            guard rc == SQLITE_ROW else { throw error(rc) }
+            out.append(row(Row(handle: s.handle)))
+        }
+        return out
+    }
+
+    func userVersion() throws(StorageError) -> Int {
+        try query("PRAGMA user_version", []) { $0.int(0) }.first ?? 0
+    }
+
+    fileprivate func bindError(_ rc: Int32) -> StorageError { error(rc) }
+}
+
+/// A value bound to a `?` parameter.
+enum SQLValue {
+    case text(String)
+    case int(Int64)
+    case null
+}
+
+/// A prepared statement; reset after each use by its owner.
+final class Statement {
+    let handle: OpaquePointer
+    private unowned let connection: SQLiteConnection
+
+    init(handle: OpaquePointer, connection: SQLiteConnection) {
+        self.handle = handle
+        self.connection = connection
+    }
+
+    deinit { sqlite3_finalize(handle) }
+
+    func bind(_ values: [SQLValue]) throws(StorageError) {
+        for (i, value) in values.enumerated() {
+            let index = Int32(i + 1)
+            let rc: Int32
+            switch value {
+            case .text(let s): rc = sqlite3_bind_text(handle, index, s, -1, csqlite_transient())
+            case .int(let n): rc = sqlite3_bind_int64(handle, index, n)
+            case .null: rc = sqlite3_bind_null(handle, index)
+            }
+            guard rc == SQLITE_OK else { throw connection.bindError(rc) }
+        }
+    }
+
+    func reset() {
+        sqlite3_reset(handle)
+        sqlite3_clear_bindings(handle)
+    }
+}
+
+/// The current row of a query; values are copied out before the next step.
+struct Row {
+    let handle: OpaquePointer
+
+    func int(_ column: Int32) -> Int { Int(sqlite3_column_int64(handle, column)) }
+    func int64(_ column: Int32) -> Int64 { sqlite3_column_int64(handle, column) }
+    func isNull(_ column: Int32) -> Bool { sqlite3_column_type(handle, column) == SQLITE_NULL }
+    func text(_ column: Int32) -> String {
+        guard let p = sqlite3_column_text(handle, column) else { return "" }
+        let n = Int(sqlite3_column_bytes(handle, column))
+        return String(decoding: UnsafeBufferPointer(start: p, count: n), as: UTF8.self)
+    }
+    func optionalText(_ column: Int32) -> String? { isNull(column) ? nil : text(column) }
+}

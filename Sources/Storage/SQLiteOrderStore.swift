@@ -1,0 +1,219 @@
+public import Billing
+import Synchronization
+
+/// Hands a value to exactly one thread.
+final class Confined<T>: @unchecked Sendable {
+    // Sendable: created on the opening thread, then used only by the one worker thread it is given to.
+    let value: T
+    init(_ value: T) { self.value = value }
+}
+
+/// Orders in one SQLite file: WAL, `synchronous=FULL`, versioned migrations.
+///
+/// One writer thread commits in groups: every job queued while the previous
+/// commit was syncing shares the next transaction and its fsync, each job in
+/// its own savepoint so one failure does not undo the others. Callers are
+/// answered only after COMMIT returns. Reads run on separate reader threads.
+public final class SQLiteOrderStore: OrderStore {
+    struct WriteJob: Sendable {
+        /// Runs inside the group transaction; returns what to do once the commit is durable.
+        let body: @Sendable (SQLiteConnection) throws(StorageError) -> @Sendable () -> Void
+        let fail: @Sendable (BillingError) -> Void
+    }
+    typealias ReadJob = @Sendable (SQLiteConnection) -> Void
+
+    private let writer: Worker<WriteJob>
+    private let readers: [Worker<ReadJob>]
+    private let nextReader = Atomic<Int>(0)
+    public let path: String
+    /// How writes were grouped into commits (for benchmarks and metrics).
+    public let groups = GroupStats()
+
+    /// Opens (creating if needed) and migrates the database at `path`.
+    public init(path: String, readers readerCount: Int = 2, maxGroup: Int = 512) throws(StorageError) {
+        self.path = path
+        let writeConnection = try SQLiteConnection(path: path)
+        try writeConnection.execute("PRAGMA journal_mode=WAL")
+        try writeConnection.execute("PRAGMA synchronous=FULL")
+        try writeConnection.execute("PRAGMA busy_timeout=5000")
+        try writeConnection.execute("PRAGMA foreign_keys=ON")
+        try SQLiteMigrations.migrate(writeConnection)
+        var readerConnections: [Confined<SQLiteConnection>] = []
+        for _ in 0..<max(1, readerCount) {
+            let c = try SQLiteConnection(path: path)
+            try c.execute("PRAGMA busy_timeout=5000")
+            readerConnections.append(Confined(c))
+        }
+        let confinedWriter = Confined(writeConnection)
+        let stats = groups
+        writer = Worker(name: "sqlite-writer", maxBatch: maxGroup) { batch in
+            SQLiteOrderStore.commitGroup(batch, on: confinedWriter.value)
+            stats.record(batch.count)
+        }
+        readers = readerConnections.enumerated().map { i, connection in
+            Worker(name: "sqlite-reader-\(i)", maxBatch: 64) { batch in
+                for job in batch { job(connection.value) }
+            }
+        }
+    }
+
+    /// One group commit: BEGIN, a savepoint per job, COMMIT, then the answers.
+    private static func commitGroup(_ batch: [WriteJob], on db: SQLiteConnection) {
+        do {
+            try db.execute("BEGIN IMMEDIATE")
+        } catch {
+            for job in batch { job.fail(.storageUnavailable(detail: error.description)) }
+            return
+        }
+        var answers: [@Sendable () -> Void] = []
+        answers.reserveCapacity(batch.count)
+        for job in batch {
+            do {
+                try db.execute("SAVEPOINT job")
+                do {
+                    answers.append(try job.body(db))
+                    try db.execute("RELEASE job")
+                } catch {
+                    try db.execute("ROLLBACK TO job")
+                    try db.execute("RELEASE job")
+                    let detail = error.description
+                    answers.append { job.fail(.storageUnavailable(detail: detail)) }
+                }
+            } catch {
+                // The transaction itself is broken: give up on the whole group.
+                try? db.execute("ROLLBACK")
+                for job in batch { job.fail(.storageUnavailable(detail: error.description)) }
+                return
+            }
+        }
+        do {
+            try db.execute("COMMIT")
+        } catch {
+            try? db.execute("ROLLBACK")
+            for job in batch { job.fail(.storageUnavailable(detail: error.description)) }
+            return
+        }
+        for answer in answers { answer() }
+    }
+
+    private func read(_ job: @escaping ReadJob) {
+        let i = nextReader.add(1, ordering: .relaxed).newValue % readers.count
+        readers[i].submit(job)
+    }
+
+    // MARK: OrderStore
+
+    public func create(_ order: NewOrder, abandoned: @escaping @Sendable () -> Bool,
+                       completion: @escaping @Sendable (Result<CreateOutcome, BillingError>) -> Void) {
+        let job = WriteJob(body: { db throws(StorageError) in
+            if let key = order.idempotencyKey {
+                let existing = try db.query(OrderRow.selectByKey, [.text(order.accountID), .text(key)], OrderRow.decode)
+                if let found = existing.first { return { completion(.success(.existing(found))) } }
+            }
+            if abandoned() { return { completion(.failure(.abandoned)) } }
+            try db.run(OrderRow.insert, OrderRow.values(order.pendingOrder))
+            try db.run("INSERT INTO order_events (order_id, from_state, to_state, time_ms, cause) VALUES (?, NULL, ?, ?, 'create_order')",
+                       [.text(order.id), .int(Int64(OrderState.pending.rawValue)), .int(order.createTimeMs)])
+            let stored = order.pendingOrder
+            return { completion(.success(.created(stored))) }
+        }, fail: { completion(.failure($0)) })
+        if !writer.submit(job) { completion(.failure(.storageUnavailable(detail: "store closed"))) }
+    }
+
+    public func order(id: String, completion: @escaping @Sendable (Result<Order?, BillingError>) -> Void) {
+        read { db in
+            do throws(StorageError) {
+                completion(.success(try db.query(OrderRow.selectByID, [.text(id)], OrderRow.decode).first))
+            } catch {
+                completion(.failure(.storageUnavailable(detail: error.description)))
+            }
+        }
+    }
+
+    public func isReachable() -> Bool { true }
+
+    public func close() {
+        writer.stop()
+        for r in readers { r.stop() }
+    }
+}
+
+/// How an order maps to the `orders` table.
+enum OrderRow {
+    static let columns = "order_id, account_id, product_id, quantity, state, idempotency_key, create_time_ms, update_time_ms, transaction_id, environment"
+    static let selectByID = "SELECT \(columns) FROM orders WHERE order_id = ?"
+    static let selectByKey = "SELECT \(columns) FROM orders WHERE account_id = ? AND idempotency_key = ?"
+    static let insert = "INSERT INTO orders (\(columns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+
+    static func values(_ o: Order) -> [SQLValue] {
+        [.text(o.id), .text(o.accountID), .text(o.productID), .int(Int64(o.quantity)), .int(Int64(o.state.rawValue)),
+         o.idempotencyKey.map { .text($0) } ?? .null, .int(o.createTimeMs), .int(o.updateTimeMs),
+         o.transactionID.map { .text($0) } ?? .null, o.environment.map { .int(Int64($0.rawValue)) } ?? .null]
+    }
+
+    static func decode(_ row: Row) -> Order {
+        Order(id: row.text(0), accountID: row.text(1), productID: row.text(2), quantity: row.int(3),
+              state: OrderState(rawValue: row.int(4)) ?? .pending, idempotencyKey: row.optionalText(5),
+              createTimeMs: row.int64(6), updateTimeMs: row.int64(7), transactionID: row.optionalText(8),
+              environment: row.isNull(9) ? nil : StoreEnvironment(rawValue: row.int(9)))
+    }
+}
+
+/// Versioned schema changes, applied in order inside one transaction each; `PRAGMA user_version` records the last.
+enum SQLiteMigrations {
+    static let steps: [String] = [
+        // 1: orders, their idempotency keys and their state history.
+        """
+        CREATE TABLE orders (
+            order_id TEXT PRIMARY KEY,
+            account_id TEXT NOT NULL,
+            product_id TEXT NOT NULL,
+            quantity INTEGER NOT NULL CHECK (quantity >= 1),
+            state INTEGER NOT NULL,
+            idempotency_key TEXT,
+            create_time_ms INTEGER NOT NULL,
+            update_time_ms INTEGER NOT NULL,
+            transaction_id TEXT,
+            environment INTEGER
+        ) WITHOUT ROWID;
+        CREATE UNIQUE INDEX orders_account_idempotency ON orders (account_id, idempotency_key) WHERE idempotency_key IS NOT NULL;
+        CREATE TABLE order_events (
+            order_id TEXT NOT NULL REFERENCES orders (order_id),
+            from_state INTEGER,
+            to_state INTEGER NOT NULL,
+            time_ms INTEGER NOT NULL,
+            cause TEXT NOT NULL
+        );
+        CREATE INDEX order_events_order ON order_events (order_id);
+        """,
+    ]
+
+    static func migrate(_ db: SQLiteConnection) throws(StorageError) {
+        let current = try db.userVersion()
+        guard current <= steps.count else {
+            throw StorageError(code: 0, message: "database schema version \(current) is newer than this billingd (\(steps.count))")
+        }
+        for version in current..<steps.count {
+            try db.execute("BEGIN IMMEDIATE")
+            do {
+                try db.execute(steps[version])
+                try db.execute("PRAGMA user_version = \(version + 1)")
+                try db.execute("COMMIT")
+            } catch {
+                try? db.execute("ROLLBACK")
+                throw error
+            }
+        }
+    }
+}
+
+/// Counts of group commits: how many, how many writes, the largest group.
+public final class GroupStats: Sendable {
+    private let state = Mutex<(commits: Int, writes: Int, largest: Int)>((0, 0, 0))
+    func record(_ size: Int) {
+        state.withLock { $0.commits += 1; $0.writes += size; $0.largest = max($0.largest, size) }
+    }
+    public var commits: Int { state.withLock { $0.commits } }
+    public var writes: Int { state.withLock { $0.writes } }
+    public var largest: Int { state.withLock { $0.largest } }
+}

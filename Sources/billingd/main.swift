@@ -1,0 +1,3 @@
+import Daemon
+
+Daemon.main()
