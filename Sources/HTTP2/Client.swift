@@ -1,0 +1,285 @@
+import CNGHTTP2
+import CSystem
+import Glibc
+public import RPC
+import ProtoWire
+
+/// What a unary call answered, as seen on the wire.
+public struct UnaryResponse: Sendable {
+    /// The HTTP `:status` (200 for every gRPC answer).
+    public var httpStatus = 0
+    public var headers: [(name: String, value: String)] = []
+    public var trailers: [(name: String, value: String)] = []
+    /// The response message without its prefix (empty on error).
+    public var message: [UInt8] = []
+    /// From `grpc-status` (trailers, or headers of a trailers-only answer).
+    public var code: StatusCode = .unknown
+    /// `grpc-message`, percent-decoded.
+    public var statusMessage = ""
+    /// `grpc-status-details-bin`, decoded.
+    public var details: RichStatus?
+    /// The stream was reset instead of answered.
+    public var resetCode: UInt32?
+
+    /// The error this answer means, or nil for OK.
+    public var error: RPCError? {
+        if code == .ok { return nil }
+        let info = details?.errorInfo
+        return RPCError(code: code, message: statusMessage, reason: info?.reason, metadata: info?.metadata ?? [:])
+    }
+}
+
+/// A blocking HTTP/2 gRPC client on one connection and one nghttp2 client session.
+/// For billingctl and tests; one thread uses it at a time.
+public final class Client {
+    private let fd: Int32
+    private var session: OpaquePointer?
+    private var tls: TLSSession?
+    private var calls: [Int32: CallState] = [:]
+    private var failure: SocketError?
+    private let authority: String
+    private let readBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 16)
+
+    final class CallState {
+        var response = UnaryResponse()
+        var body: [UInt8]
+        var bodyOffset = 0
+        var inTrailers = false
+        var data: [UInt8] = []
+        var done = false
+        init(body: [UInt8]) { self.body = body }
+    }
+
+    /// Connects to `HOST:PORT`, with TLS (ALPN h2) when a context is given.
+    public init(address: String, tls context: TLSContext? = nil, serverName: String? = nil, timeoutSeconds: Int = 10) throws(SocketError) {
+        let resolved = try SocketAddress.resolve(address)
+        fd = try Sockets.connect(resolved, timeoutSeconds: timeoutSeconds)
+        authority = address
+        var tv = timeval(tv_sec: timeoutSeconds, tv_usec: 0)
+        _ = setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+        if let context {
+            let host = serverName ?? String(address[..<(address.lastIndex(of: ":") ?? address.endIndex)])
+            let t = try TLSSession(context: context, fd: fd, server: false, hostname: host)
+            tls = t
+            while true {
+                switch t.handshake() {
+                case .done: break
+                case .wantRead, .wantWrite: continue
+                case .closed: throw .tls("connection closed during handshake")
+                case .failed(let m): throw .tls("handshake failed: \(m)")
+                }
+                break
+            }
+        }
+        var callbacks: OpaquePointer?
+        nghttp2_session_callbacks_new(&callbacks)
+        defer { nghttp2_session_callbacks_del(callbacks) }
+        nghttp2_session_callbacks_set_on_header_callback(callbacks, clientOnHeader)
+        nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks, clientOnFrameRecv)
+        nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks, clientOnData)
+        nghttp2_session_callbacks_set_on_stream_close_callback(callbacks, clientOnStreamClose)
+        var s: OpaquePointer?
+        nghttp2_session_client_new(&s, callbacks, Unmanaged.passUnretained(self).toOpaque())
+        session = s
+        var settings = [nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE.rawValue), value: 1 << 20)]
+        nghttp2_submit_settings(s, UInt8(NGHTTP2_FLAG_NONE.rawValue), &settings, 1)
+        nghttp2_session_set_local_window_size(s, UInt8(NGHTTP2_FLAG_NONE.rawValue), 0, 16 << 20)
+    }
+
+    deinit {
+        if let session { nghttp2_session_del(session) }
+        tls?.shutdown()
+        tls = nil
+        close(fd)
+        readBuffer.deallocate()
+    }
+
+    /// Calls `method` (`package.Service/Method`) with an encoded request message and waits for the answer.
+    public func unary(_ method: String, message: [UInt8], metadata: [(String, String)] = [],
+                      timeoutNanoseconds: Int64? = nil) throws(SocketError) -> UnaryResponse {
+        let id = try start(method, body: MessageFraming.frame(message), metadata: metadata, timeoutNanoseconds: timeoutNanoseconds)
+        try run { self.calls[id]?.done ?? true }
+        return finish(id)
+    }
+
+    /// Starts a call with a raw body (already framed, or deliberately not); returns its stream id.
+    public func start(_ method: String, body: [UInt8], metadata: [(String, String)] = [],
+                      contentType: String = "application/grpc", timeoutNanoseconds: Int64? = nil) throws(SocketError) -> Int32 {
+        guard let session else { throw .protocolError("session closed") }
+        var fields: [(String, String)] = [
+            (":method", "POST"), (":scheme", tls == nil ? "http" : "https"), (":path", "/" + method),
+            (":authority", authority), ("content-type", contentType), ("te", "trailers"),
+        ]
+        if let timeoutNanoseconds { fields.append(("grpc-timeout", GRPCHeaders.formatTimeout(nanoseconds: timeoutNanoseconds))) }
+        fields.append(contentsOf: metadata)
+        let headers = HeaderList(fields)
+        let call = CallState(body: body)
+        var provider = nghttp2_data_provider(source: nghttp2_data_source(ptr: nil), read_callback: clientReadBody)
+        let id = nghttp2_submit_request(session, nil, headers.nva, headers.count, &provider, nil)
+        guard id > 0 else { throw .protocolError("submit_request failed: \(id)") }
+        calls[id] = call
+        return id
+    }
+
+    /// Sends and receives until `done` says stop.
+    public func run(until done: () -> Bool) throws(SocketError) {
+        while true {
+            try send()
+            if done() { return }
+            if let failure { throw failure }
+            guard let session, nghttp2_session_want_read(session) != 0 || nghttp2_session_want_write(session) != 0 else {
+                throw .protocolError("connection ended by the server")
+            }
+            try receive()
+        }
+    }
+
+    /// Removes a finished call and returns its answer.
+    public func finish(_ id: Int32) -> UnaryResponse {
+        guard let call = calls.removeValue(forKey: id) else { return UnaryResponse() }
+        var r = call.response
+        if call.data.count >= 5 { r.message = Array(call.data[5...]) }
+        return r
+    }
+
+    public func isDone(_ id: Int32) -> Bool { calls[id]?.done ?? true }
+
+    /// Resets a stream (the client cancels).
+    public func reset(_ id: Int32) throws(SocketError) {
+        guard let session else { return }
+        nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), id, UInt32(NGHTTP2_CANCEL.rawValue))
+        calls[id]?.done = true
+        try send()
+    }
+
+    private func send() throws(SocketError) {
+        guard let session else { return }
+        while true {
+            var data: UnsafePointer<UInt8>?
+            let n = nghttp2_session_mem_send(session, &data)
+            if n < 0 { throw .protocolError("mem_send: \(n)") }
+            if n == 0 { return }
+            var off = 0
+            while off < n {
+                let w: Int
+                if let tls {
+                    switch tls.write(UnsafeRawBufferPointer(start: data! + off, count: n - off)) {
+                    case .done(let k): w = k
+                    case .wantRead, .wantWrite: w = 0
+                    case .closed: throw .protocolError("connection closed")
+                    case .failed(let m): throw .tls(m)
+                    }
+                } else {
+                    w = write(fd, data! + off, n - off)
+                    if w < 0 { throw .system(call: "write", errno: errno) }
+                }
+                off += w
+            }
+        }
+    }
+
+    private func receive() throws(SocketError) {
+        let n: Int
+        if let tls {
+            switch tls.read(readBuffer) {
+            case .done(let k): n = k
+            case .wantRead, .wantWrite: return
+            case .closed: n = 0
+            case .failed(let m): throw .tls(m)
+            }
+        } else {
+            n = read(fd, readBuffer.baseAddress, readBuffer.count)
+            if n < 0 {
+                if errno == EINTR { return }
+                throw .system(call: "read", errno: errno == EAGAIN ? ETIMEDOUT : errno)
+            }
+        }
+        if n == 0 {
+            for call in calls.values where !call.done { call.done = true; call.response.resetCode = UInt32(NGHTTP2_CONNECT_ERROR.rawValue) }
+            if let session { nghttp2_session_del(session) }
+            session = nil
+            return
+        }
+        let rv = nghttp2_session_mem_recv(session, readBuffer.baseAddress!.assumingMemoryBound(to: UInt8.self), n)
+        if rv < 0 { throw .protocolError("mem_recv: \(rv)") }
+    }
+
+    /// Sends raw bytes on the socket, bypassing nghttp2 (for protocol tests).
+    public func sendRaw(_ bytes: [UInt8]) throws(SocketError) {
+        let n = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+        if n < 0 { throw .system(call: "write", errno: errno) }
+    }
+
+    // MARK: callbacks
+
+    fileprivate func header(_ id: Int32, _ name: String, _ value: String) {
+        guard let call = calls[id] else { return }
+        if name == ":status" {
+            call.response.httpStatus = Int(value) ?? 0
+            return
+        }
+        if call.inTrailers { call.response.trailers.append((name, value)) } else { call.response.headers.append((name, value)) }
+        switch name {
+        case "grpc-status": call.response.code = Int32(value).flatMap(StatusCode.init(rawValue:)) ?? .unknown
+        case "grpc-message": call.response.statusMessage = GRPCHeaders.percentDecode(value)
+        case "grpc-status-details-bin":
+            if let bytes = Base64.decode(value) { call.response.details = try? RichStatus(decoding: bytes) }
+        default: break
+        }
+    }
+
+    fileprivate func headersDone(_ id: Int32) { calls[id]?.inTrailers = true }
+    fileprivate func data(_ id: Int32, _ bytes: UnsafeRawBufferPointer) { calls[id]?.data.append(contentsOf: bytes) }
+    fileprivate func closed(_ id: Int32, _ code: UInt32) {
+        guard let call = calls[id] else { return }
+        if code != 0 && call.response.code == .unknown { call.response.resetCode = code }
+        call.done = true
+    }
+    fileprivate func readBody(_ id: Int32, _ buf: UnsafeMutablePointer<UInt8>, _ length: Int, _ flags: UnsafeMutablePointer<UInt32>) -> Int {
+        guard let call = calls[id] else { return Int(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue) }
+        let n = min(length, call.body.count - call.bodyOffset)
+        if n > 0 {
+            call.body.withUnsafeBytes { UnsafeMutableRawPointer(buf).copyMemory(from: $0.baseAddress! + call.bodyOffset, byteCount: n) }
+            call.bodyOffset += n
+        }
+        if call.bodyOffset == call.body.count {
+            flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue
+            call.body = []
+        }
+        return n
+    }
+}
+
+private func client(_ userData: UnsafeMutableRawPointer?) -> Client {
+    Unmanaged<Client>.fromOpaque(userData!).takeUnretainedValue()
+}
+
+private let clientOnHeader: nghttp2_on_header_callback = { _, frame, name, namelen, value, valuelen, _, userData in
+    guard let frame else { return 0 }
+    client(userData).header(frame.pointee.hd.stream_id,
+                            String(decoding: UnsafeBufferPointer(start: name, count: namelen), as: UTF8.self),
+                            String(decoding: UnsafeBufferPointer(start: value, count: valuelen), as: UTF8.self))
+    return 0
+}
+
+private let clientOnFrameRecv: nghttp2_on_frame_recv_callback = { _, frame, userData in
+    guard let frame else { return 0 }
+    if UInt32(frame.pointee.hd.type) == NGHTTP2_HEADERS.rawValue {
+        client(userData).headersDone(frame.pointee.hd.stream_id)
+    }
+    return 0
+}
+
+private let clientOnData: nghttp2_on_data_chunk_recv_callback = { _, _, streamID, data, len, userData in
+    client(userData).data(streamID, UnsafeRawBufferPointer(start: data, count: len))
+    return 0
+}
+
+private let clientOnStreamClose: nghttp2_on_stream_close_callback = { _, streamID, code, userData in
+    client(userData).closed(streamID, code)
+    return 0
+}
+
+private let clientReadBody: nghttp2_data_source_read_callback = { _, streamID, buf, length, flags, _, userData in
+    client(userData).readBody(streamID, buf!, length, flags!)
+}

@@ -1,0 +1,124 @@
+import BillingAPI
+import Foundation
+import HTTP2
+import ProtoWire
+import RPC
+
+/// billingctl: a command-line client for billingd.
+let usage = """
+usage: billingctl [--addr HOST:PORT] [--tls [--ca PATH | --insecure]] [--timeout SECONDS] COMMAND [options]
+
+commands:
+  health [--service NAME]                         grpc.health.v1.Health/Check
+  create-order --account ID --product ID [--idempotency-key K] [--quantity N]
+  get-order ORDER_ID
+The address defaults to $BILLING_ADDR or 127.0.0.1:50051. Answers print as JSON on stdout;
+errors print as JSON on stderr with exit status 1 (2 for usage errors).
+"""
+
+struct Usage: Error { var message: String }
+
+/// Global options, then the command and its options.
+struct Options {
+    var addr = ProcessInfo.processInfo.environment["BILLING_ADDR"] ?? "127.0.0.1:50051"
+    var tls = false
+    var ca: String?
+    var insecure = false
+    var timeout = 10.0
+    var command = ""
+    var positional: [String] = []
+    var named: [String: String] = [:]
+
+    init(_ args: [String]) throws {
+        var i = 0
+        func value(_ flag: String) throws -> String {
+            guard i + 1 < args.count else { throw Usage(message: "\(flag) needs a value") }
+            i += 1
+            return args[i]
+        }
+        while i < args.count {
+            let a = args[i]
+            switch a {
+            case "--addr": addr = try value(a)
+            case "--tls": tls = true
+            case "--ca": ca = try value(a); tls = true
+            case "--insecure": insecure = true; tls = true
+            case "--timeout":
+                guard let t = Double(try value(a)), t > 0 else { throw Usage(message: "--timeout needs a positive number of seconds") }
+                timeout = t
+            case "-h", "--help": throw Usage(message: "")
+            default:
+                if command.isEmpty && !a.hasPrefix("-") {
+                    command = a
+                } else if a.hasPrefix("--") {
+                    named[String(a.dropFirst(2))] = try value(a)
+                } else {
+                    positional.append(a)
+                }
+            }
+            i += 1
+        }
+        if command.isEmpty { throw Usage(message: "no command") }
+    }
+
+    func client() throws -> Client {
+        let context = tls ? try TLSContext(clientCAPath: ca, insecure: insecure) : nil
+        return try Client(address: addr, tls: context, timeoutSeconds: Int(timeout.rounded(.up)))
+    }
+}
+
+func call<Response: ProtoMessage>(_ options: Options, _ method: String, _ request: some ProtoMessage,
+                                  _ type: Response.Type) throws -> Response {
+    let client = try options.client()
+    let answer = try client.unary(method, message: request.encoded(), timeoutNanoseconds: Int64(options.timeout * 1e9))
+    if let error = answer.error {
+        FileHandle.standardError.write(Data((JSON.error(error) + "\n").utf8))
+        exit(1)
+    }
+    if let reset = answer.resetCode {
+        FileHandle.standardError.write(Data("billingctl: the server reset the call (HTTP/2 error \(reset))\n".utf8))
+        exit(1)
+    }
+    return try Response(decoding: answer.message)
+}
+
+func run() throws {
+    let options = try Options(Array(CommandLine.arguments.dropFirst()))
+    switch options.command {
+    case "health":
+        let r = try call(options, "grpc.health.v1.Health/Check", HealthCheckRequest(service: options.named["service"] ?? ""),
+                         HealthCheckResponse.self)
+        print(JSON.object([("status", JSON.quote(r.status.description))]))
+    case "create-order":
+        var req = CreateOrderRequest()
+        guard let account = options.named["account"], let product = options.named["product"] else {
+            throw Usage(message: "create-order needs --account and --product")
+        }
+        req.accountID = account
+        req.productID = product
+        req.idempotencyKey = options.named["idempotency-key"] ?? ""
+        if let q = options.named["quantity"] {
+            guard let n = Int32(q) else { throw Usage(message: "--quantity needs a number") }
+            req.quantity = n
+        }
+        let r = try call(options, "billing.v1.Billing/CreateOrder", req, CreateOrderResponse.self)
+        print(JSON.object([("order", r.order.map { JSON.order($0, indent: 1) })]))
+    case "get-order":
+        guard let id = options.positional.first ?? options.named["order-id"] else { throw Usage(message: "get-order needs an ORDER_ID") }
+        let r = try call(options, "billing.v1.Billing/GetOrder", GetOrderRequest(orderID: id), GetOrderResponse.self)
+        print(JSON.object([("order", r.order.map { JSON.order($0, indent: 1) })]))
+    default:
+        throw Usage(message: "unknown command '\(options.command)'")
+    }
+}
+
+do {
+    try run()
+} catch let u as Usage {
+    if !u.message.isEmpty { FileHandle.standardError.write(Data("billingctl: \(u.message)\n".utf8)) }
+    FileHandle.standardError.write(Data((usage + "\n").utf8))
+    exit(u.message.isEmpty ? 0 : 2)
+} catch {
+    FileHandle.standardError.write(Data("billingctl: \(error)\n".utf8))
+    exit(1)
+}
