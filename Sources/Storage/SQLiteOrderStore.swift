@@ -47,8 +47,8 @@ public final class SQLiteOrderStore: OrderStore {
         let confinedWriter = Confined(writeConnection)
         let stats = groups
         writer = Worker(name: "sqlite-writer", maxBatch: maxGroup) { batch in
-            SQLiteOrderStore.commitGroup(batch, on: confinedWriter.value)
             stats.record(batch.count)
+            SQLiteOrderStore.commitGroup(batch, on: confinedWriter.value)
         }
         readers = readerConnections.enumerated().map { i, connection in
             Worker(name: "sqlite-reader-\(i)", maxBatch: 64) { batch in

@@ -1,0 +1,203 @@
+import Billing
+import BillingService
+import Foundation
+import RPC
+import Synchronization
+import Testing
+
+/// Waits for a callback-style answer (the in-memory store answers inline; this also bounds real stores).
+func answer<T: Sendable>(_ start: (@escaping @Sendable (T) -> Void) -> Void) -> T {
+    let box = Mutex<T?>(nil)
+    let done = DispatchSemaphore(value: 0)
+    start { value in
+        box.withLock { $0 = value }
+        done.signal()
+    }
+    precondition(done.wait(timeout: .now() + 10) == .success, "no answer within 10 s")
+    return box.withLock { $0! }
+}
+
+@Suite("Order rules")
+struct OrderServiceTests {
+    let clock = ManualClock(milliseconds: 1_700_000_000_000)
+
+    func service(catalog: Catalog? = nil) -> OrderService {
+        OrderService(store: InMemoryOrderStore(), catalog: catalog, clock: clock)
+    }
+
+    func create(_ s: OrderService, _ r: OrderService.CreateRequest) -> Result<Billing.Order, BillingError> {
+        answer { done in s.createOrder(r, completion: done) }
+    }
+
+    @Test("a new order is PENDING with a lowercase UUID v4 and the clock's time")
+    func newOrder() throws {
+        let order = try create(service(), .init(accountID: "acct", productID: "p")).get()
+        #expect(order.state == .pending)
+        #expect(order.quantity == 1)
+        #expect(order.createTimeMs == 1_700_000_000_000)
+        #expect(order.updateTimeMs == order.createTimeMs)
+        let uuid = try #require(UUID(uuidString: order.id))
+        #expect(order.id == uuid.uuidString.lowercased())
+        #expect(Array(order.id.utf8)[14] == UInt8(ascii: "4"))
+        #expect("89ab".utf8.contains(Array(order.id.utf8)[19]))
+    }
+
+    @Test("ids do not repeat")
+    func uniqueIDs() {
+        let ids = Set((0..<10_000).map { _ in OrderID.make() })
+        #expect(ids.count == 10_000)
+    }
+
+    @Test("invalid fields name the field", arguments: [
+        (OrderService.CreateRequest(accountID: "", productID: "p"), "account_id"),
+        (OrderService.CreateRequest(accountID: String(repeating: "a", count: 129), productID: "p"), "account_id"),
+        (OrderService.CreateRequest(accountID: "a\u{0}b", productID: "p"), "account_id"),
+        (OrderService.CreateRequest(accountID: "a", productID: ""), "product_id"),
+        (OrderService.CreateRequest(accountID: "a", productID: String(repeating: "p", count: 256)), "product_id"),
+        (OrderService.CreateRequest(accountID: "a", productID: "p", idempotencyKey: String(repeating: "k", count: 129)), "idempotency_key"),
+        (OrderService.CreateRequest(accountID: "a", productID: "p", quantity: -1), "quantity"),
+        (OrderService.CreateRequest(accountID: "a", productID: "p", quantity: 1001), "quantity"),
+    ])
+    func invalid(_ request: OrderService.CreateRequest, _ field: String) {
+        guard case .failure(.invalidField(let f, _)) = create(service(), request) else {
+            Issue.record("expected INVALID_FIELD")
+            return
+        }
+        #expect(f == field)
+    }
+
+    @Test("128-byte account ids and 1000 items are allowed")
+    func limits() throws {
+        let order = try create(service(), .init(accountID: String(repeating: "é", count: 64), productID: "p", quantity: 1000)).get()
+        #expect(order.quantity == 1000)
+    }
+
+    @Test("same key and same fields answer the same order")
+    func idempotentReplay() throws {
+        let s = service()
+        let first = try create(s, .init(accountID: "a", productID: "p", idempotencyKey: "k", quantity: 2)).get()
+        clock.advance(milliseconds: 5)
+        let again = try create(s, .init(accountID: "a", productID: "p", idempotencyKey: "k", quantity: 2)).get()
+        #expect(again == first)
+    }
+
+    @Test("quantity 0 and 1 are the same fields for a replay")
+    func zeroMeansOne() throws {
+        let s = service()
+        let first = try create(s, .init(accountID: "a", productID: "p", idempotencyKey: "k", quantity: 0)).get()
+        #expect(try create(s, .init(accountID: "a", productID: "p", idempotencyKey: "k", quantity: 1)).get() == first)
+    }
+
+    @Test("same key with other fields is IDEMPOTENCY_KEY_REUSED")
+    func keyReused() throws {
+        let s = service()
+        _ = try create(s, .init(accountID: "a", productID: "p", idempotencyKey: "k")).get()
+        #expect(create(s, .init(accountID: "a", productID: "q", idempotencyKey: "k")) == .failure(.idempotencyKeyReused(key: "k")))
+        #expect(create(s, .init(accountID: "a", productID: "p", idempotencyKey: "k", quantity: 3)) == .failure(.idempotencyKeyReused(key: "k")))
+    }
+
+    @Test("keys are scoped to the account")
+    func keyScope() throws {
+        let s = service()
+        let a = try create(s, .init(accountID: "a", productID: "p", idempotencyKey: "k")).get()
+        let b = try create(s, .init(accountID: "b", productID: "p", idempotencyKey: "k")).get()
+        #expect(a.id != b.id)
+    }
+
+    @Test("without a key every call opens a new order")
+    func noKey() throws {
+        let s = service()
+        let a = try create(s, .init(accountID: "a", productID: "p")).get()
+        let b = try create(s, .init(accountID: "a", productID: "p")).get()
+        #expect(a.id != b.id)
+    }
+
+    @Test("a catalog refuses unknown products")
+    func catalog() throws {
+        let catalog = try Catalog(json: Data(#"{"products": [{"id": "com.example.premium", "type": "non_consumable"}]}"#.utf8))
+        let s = service(catalog: catalog)
+        #expect(create(s, .init(accountID: "a", productID: "nope")) == .failure(.productNotFound(productID: "nope")))
+        _ = try create(s, .init(accountID: "a", productID: "com.example.premium")).get()
+    }
+
+    @Test("get-order: canonical, upper-case, malformed and unknown ids")
+    func getOrder() throws {
+        let s = service()
+        let order = try create(s, .init(accountID: "a", productID: "p")).get()
+        let got: Result<Billing.Order, BillingError> = answer { s.getOrder(id: order.id, completion: $0) }
+        #expect(try got.get() == order)
+        let upper: Result<Billing.Order, BillingError> = answer { s.getOrder(id: order.id.uppercased(), completion: $0) }
+        #expect(try upper.get() == order)
+        let bad: Result<Billing.Order, BillingError> = answer { s.getOrder(id: "nope", completion: $0) }
+        #expect(bad == .failure(.invalidField(field: "order_id", problem: "is not a UUID")))
+        let empty: Result<Billing.Order, BillingError> = answer { s.getOrder(id: "", completion: $0) }
+        #expect(empty == .failure(.invalidField(field: "order_id", problem: "is required")))
+        let missing = "00000000-0000-4000-8000-000000000000"
+        let unknown: Result<Billing.Order, BillingError> = answer { s.getOrder(id: missing, completion: $0) }
+        #expect(unknown == .failure(.orderNotFound(orderID: missing)))
+    }
+
+    @Test("state graph has only the documented edges")
+    func stateGraph() {
+        let allowed: Set<String> = ["1>2", "2>3", "1>4"]
+        for from in OrderState.allCases {
+            for to in OrderState.allCases {
+                #expect(from.canMove(to: to) == allowed.contains("\(from.rawValue)>\(to.rawValue)"))
+            }
+        }
+    }
+}
+
+@Suite("Catalog files")
+struct CatalogTests {
+    @Test("the CONFIG.md example parses")
+    func example() throws {
+        let json = """
+        { "products": [
+            { "id": "com.example.coins100", "type": "consumable" },
+            { "id": "com.example.premium",  "type": "non_consumable" },
+            { "id": "com.example.pro.monthly", "type": "auto_renewable_subscription" },
+            { "id": "com.example.season.pass", "type": "non_renewing_subscription", "duration_days": 90 }
+        ] }
+        """
+        let c = try Catalog(json: Data(json.utf8))
+        #expect(c.products.count == 4)
+        #expect(c.product("com.example.season.pass")?.durationDays == 90)
+        #expect(c.product("com.example.pro.monthly")?.kind == .autoRenewableSubscription)
+    }
+
+    @Test("bad catalogs are refused", arguments: [
+        #"{"products": [{"id": "a", "type": "gift"}]}"#, #"{"products": [{"id": "a", "type": "consumable"}, {"id": "a", "type": "consumable"}]}"#,
+        #"[]"#, #"{"products": [{"id": "", "type": "consumable"}]}"#, "not json",
+    ])
+    func bad(_ json: String) {
+        #expect(throws: Catalog.LoadError.self) { try Catalog(json: Data(json.utf8)) }
+    }
+}
+
+@Suite("Error table (ERRORS.md)")
+struct ErrorTableTests {
+    @Test("each domain error has its documented code and reason", arguments: [
+        (BillingError.invalidField(field: "account_id", problem: "is required"), StatusCode.invalidArgument, "INVALID_FIELD"),
+        (.productNotFound(productID: "p"), .notFound, "PRODUCT_NOT_FOUND"),
+        (.orderNotFound(orderID: "o"), .notFound, "ORDER_NOT_FOUND"),
+        (.idempotencyKeyReused(key: "k"), .failedPrecondition, "IDEMPOTENCY_KEY_REUSED"),
+        (.storageUnavailable(detail: "disk I/O error"), .unavailable, "STORAGE_UNAVAILABLE"),
+    ])
+    func mapping(_ error: BillingError, _ code: StatusCode, _ reason: String) {
+        #expect(error.rpcError.code == code)
+        #expect(error.rpcError.reason == reason)
+    }
+
+    @Test("storage details never reach the caller")
+    func noLeak() {
+        let e = BillingError.storageUnavailable(detail: "INSERT INTO orders failed: disk I/O error").rpcError
+        #expect(!e.message.contains("INSERT"))
+        #expect(e.metadata.isEmpty)
+    }
+
+    @Test("INVALID_FIELD names the field in metadata")
+    func fieldMetadata() {
+        #expect(BillingError.invalidField(field: "quantity", problem: "x").rpcError.metadata == ["field": "quantity"])
+    }
+}

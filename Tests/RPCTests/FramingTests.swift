@@ -1,0 +1,173 @@
+import ProtoWire
+import RPC
+import Testing
+
+@Suite("gRPC message framing")
+struct FramingTests {
+    static let message: [UInt8] = Array(0..<200).map { UInt8($0 & 0xFF) }
+
+    @Test("a message split into chunks of any size reassembles", arguments: [1, 2, 3, 4, 5, 6, 7, 64, 204, 1000])
+    func anySplit(_ chunk: Int) throws {
+        let framed = MessageFraming.frame(Self.message)
+        var deframer = MessageDeframer(maxMessageBytes: 1 << 20)
+        var i = 0
+        while i < framed.count {
+            #expect(deframer.append(Array(framed[i..<min(i + chunk, framed.count)])) == nil)
+            i += chunk
+        }
+        #expect(try deframer.finish().get() == Self.message)
+    }
+
+    @Test("an empty message is valid")
+    func emptyMessage() throws {
+        var deframer = MessageDeframer(maxMessageBytes: 10)
+        #expect(deframer.append([0, 0, 0, 0, 0]) == nil)
+        #expect(try deframer.finish().get() == [])
+    }
+
+    @Test("an oversize prefix is refused before the body arrives")
+    func tooLarge() {
+        var deframer = MessageDeframer(maxMessageBytes: 100)
+        let error = deframer.append([0, 0, 0, 0, 101])
+        #expect(error?.code == .resourceExhausted)
+        #expect(error?.reason == "MESSAGE_TOO_LARGE")
+    }
+
+    @Test("no body, a short prefix and a short body are framing errors")
+    func truncated() {
+        var empty = MessageDeframer(maxMessageBytes: 100)
+        #expect(empty.finish().failureCode == .internal)
+        var shortPrefix = MessageDeframer(maxMessageBytes: 100)
+        _ = shortPrefix.append([0, 0, 0])
+        #expect(shortPrefix.finish().failureCode == .internal)
+        var shortBody = MessageDeframer(maxMessageBytes: 100)
+        _ = shortBody.append([0, 0, 0, 0, 5, 1, 2])
+        #expect(shortBody.finish().failureCode == .internal)
+    }
+
+    @Test("two messages in a unary call are refused")
+    func twoMessages() {
+        var deframer = MessageDeframer(maxMessageBytes: 100)
+        let error = deframer.append([0, 0, 0, 0, 1, 9, 0, 0, 0, 0, 1, 9])
+        #expect(error?.code == .internal)
+    }
+
+    @Test("compressed messages are unimplemented; other flags are framing errors")
+    func flags() {
+        var compressed = MessageDeframer(maxMessageBytes: 100)
+        #expect(compressed.append([1, 0, 0, 0, 1]).map(\.code) == .unimplemented)
+        var bad = MessageDeframer(maxMessageBytes: 100)
+        #expect(bad.append([7, 0, 0, 0, 1]).map(\.code) == .internal)
+    }
+}
+
+extension Result where Failure == RPCError {
+    var failureCode: StatusCode? {
+        if case .failure(let e) = self { return e.code }
+        return nil
+    }
+}
+
+@Suite("gRPC header values")
+struct HeaderTests {
+    @Test("grpc-timeout parses every unit", arguments: [
+        ("1H", Int64(3_600_000_000_000)), ("2M", 120_000_000_000), ("3S", 3_000_000_000), ("4m", 4_000_000),
+        ("5u", 5_000), ("6n", 6), ("99999999S", 99_999_999_000_000_000),
+    ])
+    func timeouts(_ text: String, _ nanos: Int64) {
+        #expect(GRPCHeaders.parseTimeout(text) == nanos)
+    }
+
+    @Test("malformed grpc-timeout values are refused", arguments: ["", "S", "1", "1x", "123456789S", "-1S", "1.5S", " 1S"])
+    func badTimeouts(_ text: String) {
+        #expect(GRPCHeaders.parseTimeout(text) == nil)
+    }
+
+    @Test("formatted timeouts parse back to at least the same time", arguments: [Int64(1), 999, 1_000_001, 5_000_000_000, 86_400_000_000_000])
+    func formatRoundTrip(_ nanos: Int64) {
+        let parsed = GRPCHeaders.parseTimeout(GRPCHeaders.formatTimeout(nanoseconds: nanos))!
+        #expect(parsed >= nanos)
+    }
+
+    @Test("grpc-message percent-encoding round-trips")
+    func percent() {
+        let text = "bad: 100% \u{e9}\n"
+        let encoded = GRPCHeaders.percentEncode(text)
+        #expect(encoded == "bad: 100%25 %C3%A9%0A")
+        #expect(GRPCHeaders.percentDecode(encoded) == text)
+    }
+
+    @Test("content types", arguments: [
+        ("application/grpc", true), ("application/grpc+proto", true), ("application/grpc; charset=utf-8", true),
+        ("Application/GRPC", true), ("application/grpc+json", false), ("application/json", false), ("", false),
+        ("application/grpcx", false),
+    ])
+    func contentTypes(_ value: String, _ accepted: Bool) {
+        #expect(GRPCHeaders.isGRPCContentType(value) == accepted)
+    }
+
+    @Test("base64 round-trips padded and unpadded", arguments: 0..<20)
+    func base64(_ n: Int) {
+        let bytes = (0..<n).map { UInt8(($0 * 37) & 0xFF) }
+        #expect(Base64.decode(Base64.encode(bytes)) == bytes)
+        #expect(Base64.decode(Base64.encode(bytes, padded: true)) == bytes)
+    }
+
+    @Test("malformed base64 is refused")
+    func badBase64() {
+        #expect(Base64.decode("a") == nil)
+        #expect(Base64.decode("ab=c") == nil)
+        #expect(Base64.decode("ab$c") == nil)
+    }
+}
+
+@Suite("Rich error model")
+struct RichStatusTests {
+    @Test("a service error carries Status with one ErrorInfo in domain billing.v1")
+    func errorInfo() throws {
+        let error = RPCError(code: .invalidArgument, message: "account_id is required", reason: "INVALID_FIELD",
+                             metadata: ["field": "account_id"])
+        let status = try RichStatus(decoding: error.richStatus!.encoded())
+        #expect(status.code == 3)
+        #expect(status.message == "account_id is required")
+        #expect(status.details.first?.typeURL == "type.googleapis.com/google.rpc.ErrorInfo")
+        #expect(status.errorInfo == ErrorInfo(reason: "INVALID_FIELD", domain: "billing.v1", metadata: ["field": "account_id"]))
+    }
+
+    @Test("transport errors have no details")
+    func noDetails() {
+        #expect(RPCError.deadlineExceeded.richStatus == nil)
+        #expect(RPCError.unimplemented("x/y").code == .unimplemented)
+    }
+
+    @Test("a responder answers once")
+    func responderOnce() {
+        final class Box: @unchecked Sendable { var results: [Result<[UInt8], RPCError>] = [] }
+        let box = Box()
+        let responder = Responder { box.results.append($0) }
+        responder.fail(.cancelled)
+        responder.succeed(framed: [0, 0, 0, 0, 0])
+        #expect(box.results.count == 1)
+    }
+
+    @Test("typed handlers answer INVALID_ARGUMENT for undecodable requests")
+    func undecodable() {
+        final class Box: @unchecked Sendable { var result: Result<[UInt8], RPCError>? }
+        var router = Router()
+        router.register("test.v1.T/M", WireProbe.self) { _, _, responder in responder.succeed(framed: []) }
+        let box = Box()
+        router.handler(forPath: "/test.v1.T/M")!(CallContext(method: "test.v1.T/M"), [0x0A, 0x05], Responder { box.result = $0 })
+        #expect(box.result?.failureCode == .invalidArgument)
+        #expect(router.handler(forPath: "/test.v1.T/Other") == nil)
+    }
+}
+
+struct WireProbe: ProtoMessage {
+    var s = ""
+    init() {}
+    mutating func decodeFields(from r: inout ProtoReader) throws(WireError) {
+        while let (f, wt) = try r.nextTag() { if f == 1 { s = try r.readString(field: 1) } else { try r.skip(wt) } }
+    }
+    var encodedSize: Int { ProtoSize.string(1, s) }
+    func encode(to w: inout ProtoWriter) { w.string(1, s) }
+}

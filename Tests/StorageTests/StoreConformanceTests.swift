@@ -1,0 +1,186 @@
+import Billing
+import Foundation
+import Storage
+import Synchronization
+import Testing
+
+/// A store under test and how to reopen it (to check what survives a restart).
+struct StoreFixture: Sendable, CustomTestStringConvertible {
+    let name: String
+    let open: @Sendable () throws -> any OrderStore
+    /// Reopens the same data, or nil when the backend keeps nothing (in-memory).
+    let reopen: (@Sendable () throws -> any OrderStore)?
+    var testDescription: String { name }
+
+    static func sqlite() -> StoreFixture {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("billing-store-\(UUID().uuidString)")
+        try? FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let path = dir.appendingPathComponent("orders.db").path
+        return StoreFixture(name: "sqlite", open: { try SQLiteOrderStore(path: path) }, reopen: { try SQLiteOrderStore(path: path) })
+    }
+
+    static func memory() -> StoreFixture {
+        StoreFixture(name: "memory", open: { InMemoryOrderStore() }, reopen: nil)
+    }
+
+    static var all: [StoreFixture] { [memory(), sqlite()] }
+}
+
+func wait<T: Sendable>(_ start: (@escaping @Sendable (T) -> Void) -> Void) -> T {
+    let box = Mutex<T?>(nil)
+    let done = DispatchSemaphore(value: 0)
+    start { value in
+        box.withLock { $0 = value }
+        done.signal()
+    }
+    precondition(done.wait(timeout: .now() + 20) == .success, "store gave no answer within 20 s")
+    return box.withLock { $0! }
+}
+
+func newOrder(_ account: String = "acct", key: String? = nil, product: String = "p", quantity: Int = 1) -> NewOrder {
+    NewOrder(id: OrderID.make(), accountID: account, productID: product, quantity: quantity, idempotencyKey: key,
+             createTimeMs: 1_700_000_000_000)
+}
+
+@Suite("OrderStore conformance (every backend)")
+struct StoreConformanceTests {
+    @Test("create then read", arguments: StoreFixture.all)
+    func createRead(_ fixture: StoreFixture) throws {
+        let store = try fixture.open()
+        defer { store.close() }
+        let new = newOrder(key: "k1", quantity: 3)
+        let created: Result<CreateOutcome, BillingError> = wait { store.create(new, abandoned: { false }, completion: $0) }
+        #expect(created == .success(.created(new.pendingOrder)))
+        let read: Result<Order?, BillingError> = wait { store.order(id: new.id, completion: $0) }
+        #expect(read == .success(new.pendingOrder))
+        let missing: Result<Order?, BillingError> = wait { store.order(id: OrderID.make(), completion: $0) }
+        #expect(missing == .success(nil))
+    }
+
+    @Test("an idempotency key answers the first order, per account", arguments: StoreFixture.all)
+    func idempotency(_ fixture: StoreFixture) throws {
+        let store = try fixture.open()
+        defer { store.close() }
+        let first = newOrder("a", key: "k")
+        let second = newOrder("a", key: "k", product: "other")
+        let other = newOrder("b", key: "k")
+        _ = wait { store.create(first, abandoned: { false }, completion: $0) }
+        let again: Result<CreateOutcome, BillingError> = wait { store.create(second, abandoned: { false }, completion: $0) }
+        #expect(again == .success(.existing(first.pendingOrder)))
+        let b: Result<CreateOutcome, BillingError> = wait { store.create(other, abandoned: { false }, completion: $0) }
+        #expect(b == .success(.created(other.pendingOrder)))
+        let lost: Result<Order?, BillingError> = wait { store.order(id: second.id, completion: $0) }
+        #expect(lost == .success(nil))
+    }
+
+    @Test("an abandoned call writes nothing", arguments: StoreFixture.all)
+    func abandoned(_ fixture: StoreFixture) throws {
+        let store = try fixture.open()
+        defer { store.close() }
+        let new = newOrder()
+        let r: Result<CreateOutcome, BillingError> = wait { store.create(new, abandoned: { true }, completion: $0) }
+        #expect(r == .failure(.abandoned))
+        let read: Result<Order?, BillingError> = wait { store.order(id: new.id, completion: $0) }
+        #expect(read == .success(nil))
+    }
+
+    @Test("many concurrent creates of one key make one order", arguments: StoreFixture.all)
+    func concurrentKey(_ fixture: StoreFixture) throws {
+        let store = try fixture.open()
+        defer { store.close() }
+        let results = Mutex<[CreateOutcome]>([])
+        let group = DispatchGroup()
+        for _ in 0..<200 {
+            group.enter()
+            store.create(newOrder("a", key: "same"), abandoned: { false }) { r in
+                if case .success(let o) = r { results.withLock { $0.append(o) } }
+                group.leave()
+            }
+        }
+        #expect(group.wait(timeout: .now() + 20) == .success)
+        let outcomes = results.withLock { $0 }
+        #expect(outcomes.count == 200)
+        var created = 0
+        var ids = Set<String>()
+        for o in outcomes {
+            switch o {
+            case .created(let order): created += 1; ids.insert(order.id)
+            case .existing(let order): ids.insert(order.id)
+            }
+        }
+        #expect(created == 1)
+        #expect(ids.count == 1)
+    }
+
+    @Test("acknowledged orders survive a reopen", arguments: StoreFixture.all.filter { $0.reopen != nil })
+    func durable(_ fixture: StoreFixture) throws {
+        let store = try fixture.open()
+        let orders = (0..<50).map { newOrder("acct-\($0)", key: "k\($0)") }
+        for o in orders { _ = wait { store.create(o, abandoned: { false }, completion: $0) } }
+        store.close()
+        let again = try fixture.reopen!()
+        defer { again.close() }
+        for o in orders {
+            let read: Result<Order?, BillingError> = wait { again.order(id: o.id, completion: $0) }
+            #expect(read == .success(o.pendingOrder))
+        }
+    }
+}
+
+@Suite("SQLite specifics")
+struct SQLiteTests {
+    @Test("WAL, synchronous=FULL and the schema version are set")
+    func pragmas() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("billing-pragma-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let path = dir.appendingPathComponent("o.db").path
+        let store = try SQLiteOrderStore(path: path)
+        store.close()
+        let out = try sqliteCLI(path, "PRAGMA journal_mode; PRAGMA user_version;")
+        #expect(out == "wal\n1\n")
+    }
+
+    @Test("concurrent writes share commits (group commit)")
+    func groupCommit() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("billing-group-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let store = try SQLiteOrderStore(path: dir.appendingPathComponent("o.db").path)
+        defer { store.close() }
+        let group = DispatchGroup()
+        for i in 0..<2000 {
+            group.enter()
+            store.create(newOrder("acct-\(i)"), abandoned: { false }) { _ in group.leave() }
+        }
+        #expect(group.wait(timeout: .now() + 30) == .success)
+        #expect(store.groups.writes == 2000)
+        #expect(store.groups.commits < 2000)
+        #expect(store.groups.largest > 1)
+    }
+
+    @Test("a database from a newer billingd is refused")
+    func newerSchema() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("billing-newer-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let path = dir.appendingPathComponent("o.db").path
+        _ = try sqliteCLI(path, "PRAGMA user_version = 99;")
+        #expect(throws: StorageError.self) { try SQLiteOrderStore(path: path) }
+    }
+
+    @Test("an unwritable path fails at open")
+    func badPath() {
+        #expect(throws: StorageError.self) { try SQLiteOrderStore(path: "/nonexistent-dir/x/orders.db") }
+    }
+}
+
+/// Runs Debian's sqlite3 CLI on a database (an independent reader).
+func sqliteCLI(_ path: String, _ sql: String) throws -> String {
+    let p = Process()
+    p.executableURL = URL(fileURLWithPath: "/usr/bin/sqlite3")
+    p.arguments = [path, sql]
+    let pipe = Pipe()
+    p.standardOutput = pipe
+    try p.run()
+    let data = pipe.fileHandleForReading.readDataToEndOfFile()
+    p.waitUntilExit()
+    return String(decoding: data, as: UTF8.self)
+}
