@@ -14,6 +14,7 @@ public struct StorageError: Error, CustomStringConvertible, Sendable {
 final class SQLiteConnection {
     private let db: OpaquePointer
     private var statements: [String: Statement] = [:]
+    private var isClosed = false
 
     init(path: String, readOnly: Bool = false) throws(StorageError) {
         var handle: OpaquePointer?
@@ -28,7 +29,12 @@ final class SQLiteConnection {
         sqlite3_extended_result_codes(db, 1)
     }
 
-    deinit {
+    deinit { close() }
+
+    /// Finalizes every statement and closes the handle; the connection is unusable afterwards.
+    func close() {
+        guard !isClosed else { return }
+        isClosed = true
         statements.removeAll()
         sqlite3_close_v2(db)
     }

@@ -33,9 +33,9 @@ public final class SQLiteOrderStore: OrderStore {
     public init(path: String, readers readerCount: Int = 2, maxGroup: Int = 512) throws(StorageError) {
         self.path = path
         let writeConnection = try SQLiteConnection(path: path)
+        try writeConnection.execute("PRAGMA busy_timeout=5000")
         try writeConnection.execute("PRAGMA journal_mode=WAL")
         try writeConnection.execute("PRAGMA synchronous=FULL")
-        try writeConnection.execute("PRAGMA busy_timeout=5000")
         try writeConnection.execute("PRAGMA foreign_keys=ON")
         try SQLiteMigrations.migrate(writeConnection)
         var readerConnections: [Confined<SQLiteConnection>] = []
@@ -49,10 +49,14 @@ public final class SQLiteOrderStore: OrderStore {
         writer = Worker(name: "sqlite-writer", maxBatch: maxGroup) { batch in
             stats.record(batch.count)
             SQLiteOrderStore.commitGroup(batch, on: confinedWriter.value)
+        } onStop: {
+            confinedWriter.value.close()
         }
         readers = readerConnections.enumerated().map { i, connection in
             Worker(name: "sqlite-reader-\(i)", maxBatch: 64) { batch in
                 for job in batch { job(connection.value) }
+            } onStop: {
+                connection.value.close()
             }
         }
     }

@@ -16,10 +16,13 @@ final class Worker<Job: Sendable>: Sendable {
     let maxBatch: Int
 
     /// Starts the thread; `process` gets each batch of up to `maxBatch` jobs in arrival order.
-    init(name: String, maxBatch: Int, process: @escaping @Sendable ([Job]) -> Void) {
+    init(name: String, maxBatch: Int, process: @escaping @Sendable ([Job]) -> Void,
+         onStop: @escaping @Sendable () -> Void = {}) {
         self.maxBatch = maxBatch
         let thread = Thread { [self] in
             self.run(process)
+            onStop()
+            self.finished.signal()
         }
         thread.name = name
         thread.stackSize = 1 << 20
@@ -45,12 +48,14 @@ final class Worker<Job: Sendable>: Sendable {
 
     /// Runs what is queued, then ends the thread; blocks until it has.
     func stop() {
-        let wakeUp = state.withLock { s -> Bool in
+        let (first, wakeUp) = state.withLock { s -> (Bool, Bool) in
+            if s.stopped { return (false, false) }
             s.stopped = true
             let w = s.sleeping
             s.sleeping = false
-            return w
+            return (true, w)
         }
+        guard first else { return }
         if wakeUp { wake.signal() }
         finished.wait()
     }
@@ -75,6 +80,5 @@ final class Worker<Job: Sendable>: Sendable {
             }
             process(batch)
         }
-        finished.signal()
     }
 }
