@@ -152,6 +152,9 @@ public final class Client {
         try send()
     }
 
+    /// Sends whatever is queued without waiting for answers.
+    public func flush() throws(SocketError) { try send() }
+
     private func send() throws(SocketError) {
         guard let session else { return }
         while true {
