@@ -69,18 +69,50 @@ final class ServerShared: Sendable {
     }
 }
 
-/// Accepts connections on one loop's listening socket.
+/// The connections one loop owns; touched on that loop only.
+final class LoopConnections: @unchecked Sendable {
+    // Sendable: mutated on `loop` only; other threads only pass it to `loop.execute`.
+    let loop: EventLoop
+    var connections: [Int32: ServerConnection] = [:]
+    var draining = false
+
+    init(loop: EventLoop) { self.loop = loop }
+
+    /// Adopts an accepted socket (on this loop).
+    func adopt(fd: Int32, peer: String, shared: ServerShared) {
+        do {
+            let connection = try ServerConnection(fd: fd, peer: peer, loop: loop, shared: shared)
+            connections[fd] = connection
+            connection.owner = self
+            connection.start()
+            if draining { connection.beginDrain() }
+        } catch {
+            Glibc.close(fd)
+        }
+    }
+
+    func forget(_ fd: Int32) { connections[fd] = nil }
+}
+
+/// Accepts on the one listening socket and deals connections to the loops in turn.
+///
+/// One socket rather than one SO_REUSEPORT socket per loop: with SO_REUSEPORT a
+/// second billingd started on the same port by mistake would silently take half
+/// the connections instead of failing at start.
 final class Listener: EventHandler, @unchecked Sendable {
     // Sendable: used on its loop only; shutdown passes it to `loop.execute`.
     let fd: Int32
     let loop: EventLoop
     let shared: ServerShared
-    private(set) var connections: [Int32: ServerConnection] = [:]
+    let targets: [LoopConnections]
+    private var next = 0
+    private var closed = false
 
-    init(fd: Int32, loop: EventLoop, shared: ServerShared) {
+    init(fd: Int32, loop: EventLoop, shared: ServerShared, targets: [LoopConnections]) {
         self.fd = fd
         self.loop = loop
         self.shared = shared
+        self.targets = targets
     }
 
     func handle(events: UInt32) {
@@ -94,24 +126,25 @@ final class Listener: EventHandler, @unchecked Sendable {
             }
             if client < 0 { return }  // EAGAIN, or EMFILE: try again on the next event
             Sockets.setInt(client, Int32(IPPROTO_TCP), TCP_NODELAY, 1)
-            do {
-                let connection = try ServerConnection(fd: client, peer: address.text, loop: loop, shared: shared)
-                connections[client] = connection
-                connection.owner = self
-                connection.start()
-            } catch {
-                Glibc.close(client)
+            let target = targets[next % targets.count]
+            next &+= 1
+            let peer = address.text
+            let shared = shared
+            if target.loop === loop {
+                target.adopt(fd: client, peer: peer, shared: shared)
+            } else {
+                target.loop.execute { target.adopt(fd: client, peer: peer, shared: shared) }
             }
         }
     }
 
     /// Stops accepting (shutdown).
     func close() {
+        guard !closed else { return }
+        closed = true
         loop.deregister(fd)
         Glibc.close(fd)
     }
-
-    func forget(_ fd: Int32) { connections[fd] = nil }
 }
 
 /// An HTTP/2 gRPC server: N event loops, each with its own listener and connections.
@@ -120,8 +153,10 @@ public final class Server: Sendable {
     private let loops: [EventLoop]
     private let state = Mutex<State>(State())
 
+    private let loopConnections: [LoopConnections]
+
     private struct State {
-        var listeners: [Listener] = []
+        var listener: Listener?
         var port = 0
         var started = false
         var draining = false
@@ -133,36 +168,20 @@ public final class Server: Sendable {
         var loops: [EventLoop] = []
         for i in 0..<max(1, configuration.threads) { loops.append(try EventLoop(name: "loop-\(i)")) }
         self.loops = loops
+        self.loopConnections = loops.map { LoopConnections(loop: $0) }
     }
 
-    /// Binds every loop's listener and starts the loops; returns the bound address as `HOST:PORT`.
+    /// Binds the listener and starts the loops; returns the bound address as `HOST:PORT`.
     @discardableResult
     public func start() throws(SocketError) -> String {
-        var address = try SocketAddress.resolve(shared.configuration.listen)
-        var fds: [Int32] = []
-        do {
-            for _ in loops {
-                let fd = try Sockets.listen(address)
-                if address.port == 0 {
-                    // Later listeners share the port the kernel picked.
-                    address = Sockets.localAddress(fd)
-                }
-                fds.append(fd)
-            }
-        } catch {
-            for fd in fds { Glibc.close(fd) }
-            throw error
-        }
-        let bound = Sockets.localAddress(fds[0])
-        var listeners: [Listener] = []
-        for (loop, fd) in zip(loops, fds) {
-            let listener = Listener(fd: fd, loop: loop, shared: shared)
-            listeners.append(listener)
-            loop.register(fd, listener, events: EPOLLIN.rawValue)
-            loop.start()
-        }
+        let address = try SocketAddress.resolve(shared.configuration.listen)
+        let fd = try Sockets.listen(address)
+        let bound = Sockets.localAddress(fd)
+        let listener = Listener(fd: fd, loop: loops[0], shared: shared, targets: loopConnections)
+        loops[0].register(fd, listener, events: EPOLLIN.rawValue)
+        for loop in loops { loop.start() }
         state.withLock {
-            $0.listeners = listeners
+            $0.listener = listener
             $0.port = bound.port
             $0.started = true
         }
@@ -182,29 +201,28 @@ public final class Server: Sendable {
     /// Graceful shutdown: stop accepting, GOAWAY, let calls in flight finish for up to
     /// `graceSeconds`, then close what is left and stop the loops. Blocks until done.
     public func shutdown(graceSeconds: Double) {
-        let listeners = state.withLock { s -> [Listener] in
+        let (listener, first) = state.withLock { s -> (Listener?, Bool) in
+            let first = s.started && !s.draining
             s.draining = true
-            return s.listeners
+            return (s.listener, first)
         }
+        guard first, let listener else { return }
         let deadline = Monotonic.now() + UInt64(max(0, graceSeconds) * 1e9)
-        for listener in listeners {
-            listener.loop.execute {
-                listener.close()
-                for connection in listener.connections.values { connection.beginDrain() }
+        listener.loop.execute { listener.close() }
+        for group in loopConnections {
+            group.loop.execute {
+                group.draining = true
+                for connection in group.connections.values { connection.beginDrain() }
             }
         }
         // Poll from this (non-loop) thread until every connection has closed or time is up.
-        while Monotonic.now() < deadline {
-            let open = shared.connections.load(ordering: .relaxed)
-            if open == 0 { break }
-            usleep(10_000)
+        while Monotonic.now() < deadline && shared.connections.load(ordering: .relaxed) > 0 {
+            usleep(5_000)
         }
-        let done = Atomic<Int>(0)
-        for listener in listeners {
-            listener.loop.execute {
-                for connection in Array(listener.connections.values) { connection.close() }
-                listener.loop.stop()
-                done.add(1, ordering: .relaxed)
+        for group in loopConnections {
+            group.loop.execute {
+                for connection in Array(group.connections.values) { connection.close() }
+                group.loop.stop()
             }
         }
         for loop in loops { loop.join() }

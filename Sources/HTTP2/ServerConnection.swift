@@ -22,8 +22,8 @@ final class ServerConnection: EventHandler, @unchecked Sendable {
     private var watchingWrites = false
     private(set) var closed = false
     private var draining = false
-    /// The listener that keeps this connection alive.
-    weak var owner: Listener?
+    /// The loop's registry that keeps this connection alive.
+    weak var owner: LoopConnections?
 
     init(fd: Int32, peer: String, loop: EventLoop, shared: ServerShared) throws(SocketError) {
         self.fd = fd

@@ -102,11 +102,10 @@ enum Sockets {
         _ = setsockopt(fd, level, name, &v, socklen_t(MemoryLayout<Int32>.size))
     }
 
-    /// A non-blocking listening socket with SO_REUSEPORT, so each loop can own one.
+    /// A non-blocking listening socket (SO_REUSEADDR only: a port in use fails here).
     static func listen(_ address: SocketAddress, backlog: Int32 = 4096) throws(SocketError) -> Int32 {
         let fd = try check("socket", socket(address.family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0))
         setInt(fd, SOL_SOCKET, SO_REUSEADDR, 1)
-        setInt(fd, SOL_SOCKET, SO_REUSEPORT, 1)
         let rc = address.withSockaddr { bind(fd, $0, $1) }
         if rc < 0 {
             let err = errno

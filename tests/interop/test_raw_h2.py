@@ -1,0 +1,205 @@
+"""Raw HTTP/2 against billingd with the `h2` package: framing edge cases a stock client never sends.
+After each case, the same server must still answer a grpcio call."""
+import socket
+import struct
+import uuid
+
+import h2.config
+import h2.connection
+import h2.events
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+
+from helpers import pb
+
+GRPC_HEADERS = [("content-type", "application/grpc"), ("te", "trailers")]
+
+
+class RawConnection:
+    def __init__(self, address):
+        host, port = address.rsplit(":", 1)
+        self.sock = socket.create_connection((host, int(port)), timeout=5)
+        self.conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True, header_encoding="utf-8"))
+        self.conn.initiate_connection()
+        self.flush()
+
+    def flush(self):
+        data = self.conn.data_to_send()
+        if data:
+            self.sock.sendall(data)
+
+    def request(self, path, content_type="application/grpc", extra=()):
+        sid = self.conn.get_next_available_stream_id()
+        headers = [(":method", "POST"), (":scheme", "http"), (":path", path), (":authority", "billingd"),
+                   ("content-type", content_type), ("te", "trailers"), *extra]
+        self.conn.send_headers(sid, headers)
+        self.flush()
+        return sid
+
+    def send(self, sid, data, end=False):
+        self.conn.send_data(sid, data, end_stream=end)
+        self.flush()
+
+    def collect(self, sid):
+        """Reads until the stream ends or is reset: (headers, data, trailers, reset_code)."""
+        headers, trailers, data, reset = {}, {}, b"", None
+        while True:
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                return headers, data, trailers, "closed"
+            for event in self.conn.receive_data(chunk):
+                if isinstance(event, h2.events.ResponseReceived) and event.stream_id == sid:
+                    headers = dict(event.headers)
+                elif isinstance(event, h2.events.TrailersReceived) and event.stream_id == sid:
+                    trailers = dict(event.headers)
+                elif isinstance(event, h2.events.DataReceived) and event.stream_id == sid:
+                    data += event.data
+                    self.conn.acknowledge_received_data(event.flow_controlled_length, sid)
+                elif isinstance(event, h2.events.StreamReset) and event.stream_id == sid:
+                    reset = event.error_code
+                    self.flush()
+                    return headers, data, trailers, reset
+                elif isinstance(event, h2.events.StreamEnded) and event.stream_id == sid:
+                    self.flush()
+                    return headers, data, trailers, reset
+            self.flush()
+
+    def close(self):
+        self.conn.close_connection()
+        self.flush()
+        self.sock.close()
+
+
+def frame(message: bytes) -> bytes:
+    return b"\x00" + struct.pack(">I", len(message)) + message
+
+
+def status_of(headers, trailers):
+    return int((trailers or headers).get("grpc-status", "-1"))
+
+
+def still_serving(server):
+    with server.channel() as ch:
+        assert health_pb2_grpc.HealthStub(ch).Check(health_pb2.HealthCheckRequest(), timeout=5).status == \
+            health_pb2.HealthCheckResponse.SERVING
+
+
+def test_message_split_across_many_data_frames(server):
+    raw = RawConnection(server.address)
+    body = frame(pb.CreateOrderRequest(account_id="raw-1", product_id="com.example.premium").SerializeToString())
+    sid = raw.request("/billing.v1.Billing/CreateOrder")
+    for i in range(len(body)):
+        raw.send(sid, body[i:i + 1], end=(i == len(body) - 1))
+    headers, data, trailers, reset = raw.collect(sid)
+    assert headers[":status"] == "200" and headers["content-type"].startswith("application/grpc")
+    assert trailers["grpc-status"] == "0"
+    assert data[0] == 0 and struct.unpack(">I", data[1:5])[0] == len(data) - 5
+    order = pb.CreateOrderResponse.FromString(data[5:]).order
+    assert order.account_id == "raw-1"
+    raw.close()
+    still_serving(server)
+
+
+def test_empty_data_frames_and_end_in_separate_frame(server):
+    raw = RawConnection(server.address)
+    sid = raw.request("/billing.v1.Billing/GetOrder")
+    body = frame(pb.GetOrderRequest(order_id=str(uuid.uuid4())).SerializeToString())
+    raw.send(sid, b"")
+    raw.send(sid, body)
+    raw.send(sid, b"", end=True)
+    headers, data, trailers, reset = raw.collect(sid)
+    assert status_of(headers, trailers) == 5  # NOT_FOUND
+    raw.close()
+    still_serving(server)
+
+
+def test_bad_length_prefix(server):
+    raw = RawConnection(server.address)
+    sid = raw.request("/billing.v1.Billing/CreateOrder")
+    raw.send(sid, b"\x00\x00\x00\x00\x50" + b"short", end=True)  # claims 80 bytes, sends 5
+    headers, data, trailers, reset = raw.collect(sid)
+    assert status_of(headers, trailers) == 13  # INTERNAL
+    assert data == b""
+    raw.close()
+    still_serving(server)
+
+
+def test_no_message_at_all(server):
+    raw = RawConnection(server.address)
+    sid = raw.request("/grpc.health.v1.Health/Check")
+    raw.send(sid, b"", end=True)
+    headers, data, trailers, reset = raw.collect(sid)
+    assert status_of(headers, trailers) == 13
+    raw.close()
+    still_serving(server)
+
+
+def test_wrong_content_type(server):
+    raw = RawConnection(server.address)
+    sid = raw.request("/billing.v1.Billing/CreateOrder", content_type="application/json")
+    raw.send(sid, b"{}", end=True)
+    headers, data, trailers, reset = raw.collect(sid)
+    assert headers[":status"] == "415"
+    raw.close()
+    still_serving(server)
+
+
+def test_unknown_method(server):
+    raw = RawConnection(server.address)
+    sid = raw.request("/billing.v1.Billing/DoesNotExist")
+    raw.send(sid, frame(b""), end=True)
+    headers, data, trailers, reset = raw.collect(sid)
+    assert headers[":status"] == "200"
+    assert status_of(headers, trailers) == 12  # UNIMPLEMENTED, trailers-only
+    assert headers.get("content-type", "").startswith("application/grpc")
+    raw.close()
+    still_serving(server)
+
+
+def test_client_reset_stream(server):
+    raw = RawConnection(server.address)
+    sid = raw.request("/billing.v1.Billing/CreateOrder")
+    raw.send(sid, b"\x00\x00\x00")  # half a prefix, then give up
+    raw.conn.reset_stream(sid)
+    raw.flush()
+    # The connection itself keeps working after the reset.
+    sid2 = raw.request("/grpc.health.v1.Health/Check")
+    raw.send(sid2, frame(b""), end=True)
+    headers, data, trailers, reset = raw.collect(sid2)
+    assert trailers["grpc-status"] == "0"
+    raw.close()
+    still_serving(server)
+
+
+def test_oversize_message_answered_before_body(fresh):
+    s = fresh("--max-message-bytes", "100")
+    raw = RawConnection(s.address)
+    sid = raw.request("/billing.v1.Billing/CreateOrder")
+    raw.send(sid, b"\x00" + struct.pack(">I", 10_000_000))  # prefix only; the body never comes
+    headers, data, trailers, reset = raw.collect(sid)
+    assert status_of(headers, trailers) == 8  # RESOURCE_EXHAUSTED
+    assert "grpc-status-details-bin" in headers
+    raw.close()
+    still_serving(s)
+
+
+def test_grpc_timeout_malformed(server):
+    raw = RawConnection(server.address)
+    sid = raw.request("/grpc.health.v1.Health/Check", extra=[("grpc-timeout", "forever")])
+    raw.send(sid, frame(b""), end=True)
+    headers, data, trailers, reset = raw.collect(sid)
+    assert status_of(headers, trailers) == 13
+    raw.close()
+    still_serving(server)
+
+
+def test_garbage_preface(server):
+    host, port = server.address.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=5) as sock:
+        sock.sendall(b"GET / HTTP/1.1\r\nHost: x\r\n\r\n")
+        sock.settimeout(5)
+        try:
+            while sock.recv(4096):
+                pass
+        except ConnectionResetError:
+            pass
+    still_serving(server)
