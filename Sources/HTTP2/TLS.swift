@@ -79,7 +79,8 @@ public final class TLSContext: @unchecked Sendable {
         guard code != 0 else { return "unknown error" }
         var buf = [CChar](repeating: 0, count: 256)
         ERR_error_string_n(code, &buf, buf.count)
-        return String(cString: buf)
+        let bytes = buf.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }
+        return String(decoding: bytes, as: UTF8.self)
     }
 }
 
