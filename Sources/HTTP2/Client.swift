@@ -55,7 +55,8 @@ public final class Client {
         let resolved = try SocketAddress.resolve(address)
         fd = try Sockets.connect(resolved, timeoutSeconds: timeoutSeconds)
         authority = address
-        var tv = timeval(tv_sec: timeoutSeconds, tv_usec: 0)
+        var tv = timeval()
+        tv.tv_sec = timeoutSeconds
         _ = setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
         if let context {
             let host = serverName ?? String(address[..<(address.lastIndex(of: ":") ?? address.endIndex)])

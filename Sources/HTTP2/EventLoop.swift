@@ -1,3 +1,4 @@
+import CNGHTTP2
 import CSystem
 import Glibc
 import Synchronization

@@ -1,3 +1,4 @@
+import CNGHTTP2
 import RPC
 
 /// One request stream of a server connection; touched on its loop only.

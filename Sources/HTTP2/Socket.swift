@@ -1,3 +1,4 @@
+import CNGHTTP2
 import CSystem
 import Glibc
 
@@ -133,7 +134,8 @@ enum Sockets {
     /// A blocking client connection with TCP_NODELAY.
     static func connect(_ address: SocketAddress, timeoutSeconds: Int) throws(SocketError) -> Int32 {
         let fd = try check("socket", socket(address.family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0))
-        var tv = timeval(tv_sec: timeoutSeconds, tv_usec: 0)
+        var tv = timeval()
+        tv.tv_sec = timeoutSeconds
         _ = setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
         let rc = address.withSockaddr { Glibc.connect(fd, $0, $1) }
         if rc < 0 {

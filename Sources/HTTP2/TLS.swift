@@ -1,3 +1,4 @@
+import CNGHTTP2
 import COpenSSL
 import CSystem
 import Glibc
