@@ -76,8 +76,8 @@ struct SocketAddress: Sendable {
             }
         }
         guard rc == 0 else { return "?" }
-        let h = String(cString: host)
-        let s = String(cString: service)
+        let h = String(decoding: host.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
+        let s = String(decoding: service.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
         return family == AF_INET6 ? "[\(h)]:\(s)" : "\(h):\(s)"
     }
 
