@@ -29,8 +29,10 @@ SERVER_CPU=${SERVER_CPU:-1}
 
 taskset -c "$SERVER_CPU" timeout 1800 "$ROOT/.build/release/billingd" --listen "127.0.0.1:$PORT" --threads 1 \
   --log-level "${LOG_LEVEL:-warning}" --database "sqlite:$WORK/bench.db" > "$WORK/billingd.log" 2>&1 &
-PID=$!
-trap 'kill -TERM $PID 2>/dev/null || true; wait $PID 2>/dev/null || true; cat "$WORK/billingd.log" | tail -2' EXIT
+LAUNCHER=$!
+sleep 0.3
+PID=$(pgrep -P "$LAUNCHER" -f billingd || echo "$LAUNCHER")  # timeout forks billingd as its child
+trap 'kill -TERM $PID 2>/dev/null || true; for _ in $(seq 300); do kill -0 $PID 2>/dev/null || break; sleep 0.1; done; cat "$WORK/billingd.log" | tail -2' EXIT
 for _ in $(seq 100); do "$ROOT/.build/release/billingctl" --addr "127.0.0.1:$PORT" health >/dev/null 2>&1 && break; sleep 0.05; done
 
 ORDER=$("$ROOT/.build/release/billingctl" --addr "127.0.0.1:$PORT" create-order --account bench --product com.example.premium \

@@ -3,6 +3,11 @@ import CSystem
 import Glibc
 import Synchronization
 
+/// Something that writes its queued output once per loop iteration.
+protocol DeferredFlush: AnyObject {
+    func flush()
+}
+
 /// Something registered with a loop's epoll set.
 protocol EventHandler: AnyObject {
     /// Called on the loop thread with the epoll event bits.
@@ -22,6 +27,7 @@ public final class EventLoop: @unchecked Sendable {
     private let wakePending = Atomic<Bool>(false)
     private var local: [() -> Void] = []
     private var handlers: [Int32: any EventHandler] = [:]
+    private var dirty: [any DeferredFlush] = []
     private var timers = TimerHeap()
     private var thread: pthread_t?
     private var stopping = false
@@ -90,6 +96,10 @@ public final class EventLoop: @unchecked Sendable {
 
     func cancelTimer(_ id: Int) { timers.cancel(id) }
 
+    /// Asks for `target.flush()` at the end of this iteration, after every event and task,
+    /// so answers produced together leave in one write. Callers keep their own "scheduled" flag.
+    func flushLater(_ target: any DeferredFlush) { dirty.append(target) }
+
     /// Stops the loop after the current iteration.
     func stop() { stopping = true }
 
@@ -144,6 +154,11 @@ public final class EventLoop: @unchecked Sendable {
             runTasks()
             timers.fire(now: Monotonic.now())
             runTasks()
+            while !dirty.isEmpty {
+                let targets = dirty
+                dirty.removeAll(keepingCapacity: true)
+                for t in targets { t.flush() }
+            }
         }
         thread = nil
     }

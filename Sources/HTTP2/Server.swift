@@ -50,10 +50,7 @@ final class ServerShared: Sendable {
         self.requestIDPrefix = String(random, radix: 16)
     }
 
-    func nextRequestID() -> String {
-        let n = requestCounter.add(1, ordering: .relaxed).newValue
-        return requestIDPrefix + "-" + String(n, radix: 16)
-    }
+    func nextRequestNumber() -> UInt64 { requestCounter.add(1, ordering: .relaxed).newValue }
 
     func connectionOpened() { connections.add(1, ordering: .relaxed) }
     func connectionClosed() { connections.subtract(1, ordering: .relaxed) }
@@ -66,7 +63,7 @@ final class ServerShared: Sendable {
         let elapsed = stream.startedAt == 0 ? 0 : Monotonic.now() &- stream.startedAt
         observer(CallRecord(method: stream.path.hasPrefix("/") ? String(stream.path.dropFirst()) : stream.path,
                             code: code, reason: reason, durationNanoseconds: elapsed, peer: peer,
-                            requestID: stream.requestID))
+                            requestID: stream.requestNumber == 0 ? "" : RequestID(prefix: requestIDPrefix, number: stream.requestNumber).description))
     }
 }
 

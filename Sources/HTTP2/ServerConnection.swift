@@ -7,7 +7,7 @@ import RPC
 /// One accepted connection: socket, optional TLS, one nghttp2 server session, its streams.
 ///
 /// Confined to its event loop; other threads only hand answers back through `loop.execute`.
-final class ServerConnection: EventHandler, @unchecked Sendable {
+final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
     // Sendable: every field is touched on `loop` only; closures that cross threads
     // capture the connection solely to call `loop.execute { ... }` with it.
     let fd: Int32
@@ -20,6 +20,7 @@ final class ServerConnection: EventHandler, @unchecked Sendable {
     private var pending: [UInt8] = []
     private var pendingOffset = 0
     private var watchingWrites = false
+    private var flushScheduled = false
     private(set) var closed = false
     private var draining = false
     /// The loop's registry that keeps this connection alive.
@@ -146,7 +147,14 @@ final class ServerConnection: EventHandler, @unchecked Sendable {
             if closed { return }
             if tls == nil && n < buffer.count { break }
         }
-        flush()
+        scheduleFlush()
+    }
+
+    /// Writes at the end of this loop iteration, together with every answer made in it.
+    func scheduleFlush() {
+        guard !flushScheduled, !closed else { return }
+        flushScheduled = true
+        loop.flushLater(self)
     }
 
     private func watchWrites(_ on: Bool) {
@@ -157,6 +165,7 @@ final class ServerConnection: EventHandler, @unchecked Sendable {
 
     /// Writes what nghttp2 has queued; parks the rest until the socket drains.
     func flush() {
+        flushScheduled = false
         guard !closed, let session else { return }
         while true {
             if pendingOffset < pending.count {
@@ -293,15 +302,24 @@ final class ServerConnection: EventHandler, @unchecked Sendable {
         guard let stream = streams[streamID] else { return true }
         stream.headerBytes += name.count + value.count + 32
         if stream.headerBytes > shared.configuration.maxHeaderListBytes { return false }
-        let n = String(decoding: name, as: UTF8.self)
-        let v = String(decoding: value, as: UTF8.self)
-        switch n {
-        case ":path": stream.path = v
-        case ":method": stream.method = v
-        case "content-type": stream.contentType = v
-        case "grpc-timeout": stream.timeout = v
-        default:
-            if !n.hasPrefix(":") { stream.metadata.append((n, v)) }
+        // Compare bytes first: most headers are transport details no handler reads.
+        if name.first == UInt8(ascii: ":") {
+            if same(name, Literal.path) {
+                stream.path = String(decoding: value, as: UTF8.self)
+            } else if same(name, Literal.method) {
+                stream.method = same(value, Literal.post) ? "POST" : String(decoding: value, as: UTF8.self)
+            }
+            return true
+        }
+        if same(name, Literal.contentType) {
+            stream.contentType = same(value, Literal.grpc) ? "application/grpc" : String(decoding: value, as: UTF8.self)
+        } else if same(name, Literal.timeout) {
+            stream.timeout = String(decoding: value, as: UTF8.self)
+        } else if same(name, Literal.te) || same(name, Literal.userAgent)
+                    || same(name, Literal.grpcAcceptEncoding) || same(name, Literal.acceptEncoding) {
+            return true
+        } else {
+            stream.metadata.append((String(decoding: name, as: UTF8.self), String(decoding: value, as: UTF8.self)))
         }
         return true
     }
@@ -323,7 +341,7 @@ final class ServerConnection: EventHandler, @unchecked Sendable {
             fail(stream, .shuttingDown)
             return
         }
-        guard let handler = shared.router.handler(forPath: stream.path) else {
+        guard let (method, handler) = shared.router.route(forPath: stream.path) else {
             let method = stream.path.hasPrefix("/") ? String(stream.path.dropFirst()) : stream.path
             fail(stream, .unimplemented(method))
             return
@@ -334,6 +352,7 @@ final class ServerConnection: EventHandler, @unchecked Sendable {
             _ = encoding
         }
         stream.handler = handler
+        stream.methodName = method
         if endStream { dispatch(stream) }
     }
 
@@ -353,7 +372,7 @@ final class ServerConnection: EventHandler, @unchecked Sendable {
     fileprivate func streamClosed(streamID: Int32) {
         guard let stream = streams.removeValue(forKey: streamID) else { return }
         abandon(stream)
-        if draining && streams.isEmpty { flush() }
+        if draining && streams.isEmpty { scheduleFlush() }
     }
 
     /// After our END_STREAM, a client still sending learns it may stop.
@@ -410,13 +429,14 @@ final class ServerConnection: EventHandler, @unchecked Sendable {
                 s.timerID = nil
                 cancellation.cancel()
                 self.fail(s, .deadlineExceeded)
-                self.flush()
+                self.scheduleFlush()
             }
         }
-        stream.requestID = shared.nextRequestID()
+        stream.requestNumber = shared.nextRequestNumber()
         shared.callStarted()
-        let context = CallContext(method: String(stream.path.dropFirst()), metadata: stream.metadata, deadline: deadline,
-                                  peer: peer, requestID: stream.requestID, cancellation: cancellation)
+        let context = CallContext(method: stream.methodName, metadata: stream.metadata, deadline: deadline,
+                                  peer: peer, requestID: RequestID(prefix: shared.requestIDPrefix, number: stream.requestNumber),
+                                  cancellation: cancellation)
         let id = stream.id
         let responder = Responder { [self] result in
             self.loop.execute { self.complete(streamID: id, result) }
@@ -441,7 +461,7 @@ final class ServerConnection: EventHandler, @unchecked Sendable {
         case .failure(let error):
             fail(stream, error)
         }
-        flush()
+        scheduleFlush()
     }
 
     /// A trailers-only answer with grpc-status, grpc-message and, for service errors, ErrorInfo.
@@ -472,6 +492,21 @@ final class ServerConnection: EventHandler, @unchecked Sendable {
         ])
         nghttp2_submit_response(session, stream.id, headers.nva, headers.count, nil)
     }
+}
+
+/// Header names and values compared byte for byte on the hot path.
+private enum Literal {
+    static let path = Array(":path".utf8), method = Array(":method".utf8), post = Array("POST".utf8)
+    static let contentType = Array("content-type".utf8), grpc = Array("application/grpc".utf8)
+    static let timeout = Array("grpc-timeout".utf8), te = Array("te".utf8), userAgent = Array("user-agent".utf8)
+    static let grpcAcceptEncoding = Array("grpc-accept-encoding".utf8), acceptEncoding = Array("accept-encoding".utf8)
+}
+
+@inline(__always)
+private func same(_ bytes: UnsafeBufferPointer<UInt8>, _ literal: [UInt8]) -> Bool {
+    guard bytes.count == literal.count else { return false }
+    guard let base = bytes.baseAddress else { return literal.isEmpty }
+    return literal.withUnsafeBufferPointer { memcmp(base, $0.baseAddress!, bytes.count) == 0 }
 }
 
 // MARK: nghttp2 callbacks: find the connection through user_data, never throw into C.

@@ -21,7 +21,8 @@ final class ServerStream {
     var timerID: Int?
     var cancellation: Cancellation?
     var startedAt: UInt64 = 0
-    var requestID = ""
+    var methodName = ""
+    var requestNumber: UInt64 = 0
     /// The framed OK message being sent, and how much nghttp2 has taken.
     var body: [UInt8] = []
     var bodyOffset = 0

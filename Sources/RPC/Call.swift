@@ -20,16 +20,18 @@ public struct CallContext: Sendable {
     /// The remote address, `127.0.0.1:53412`.
     public var peer: String
     /// An id for this call that appears in logs and in INTERNAL errors.
-    public var requestID: String
+    public var requestID: String { requestIDValue.description }
+    private var requestIDValue: RequestID
     public var cancellation: Cancellation
 
     public init(method: String, metadata: [(name: String, value: String)] = [], deadline: ContinuousClock.Instant? = nil,
-                peer: String = "", requestID: String = "", cancellation: Cancellation = Cancellation()) {
+                peer: String = "", requestID: RequestID = RequestID(prefix: "local", number: 0),
+                cancellation: Cancellation = Cancellation()) {
         self.method = method
         self.metadata = metadata
         self.deadline = deadline
         self.peer = peer
-        self.requestID = requestID
+        self.requestIDValue = requestID
         self.cancellation = cancellation
     }
 
@@ -44,6 +46,17 @@ public struct CallContext: Sendable {
         if let deadline, ContinuousClock.now >= deadline { return true }
         return false
     }
+}
+
+/// A call's id, `PREFIX-HEX`: a per-process random prefix and a counter, formatted only when read.
+public struct RequestID: Sendable, CustomStringConvertible {
+    public var prefix: String
+    public var number: UInt64
+    public init(prefix: String, number: UInt64) {
+        self.prefix = prefix
+        self.number = number
+    }
+    public var description: String { prefix + "-" + String(number, radix: 16) }
 }
 
 /// The single answer to a unary call, handed to the transport once.
@@ -86,13 +99,13 @@ public typealias UnaryHandler = @Sendable (CallContext, [UInt8], Responder) -> V
 
 /// Maps full method paths to handlers. Built once before serving, then read-only.
 public struct Router: Sendable {
-    private var handlers: [String: UnaryHandler] = [:]
+    private var handlers: [String: (method: String, handler: UnaryHandler)] = [:]
 
     public init() {}
 
     /// Registers a handler for `/package.Service/Method`.
     public mutating func register(_ method: String, _ handler: @escaping UnaryHandler) {
-        handlers["/" + method] = handler
+        handlers["/" + method] = (method, handler)
     }
 
     /// Registers a typed handler: decoding failures answer INVALID_ARGUMENT before it runs.
@@ -113,7 +126,10 @@ public struct Router: Sendable {
     }
 
     /// The handler for an HTTP/2 `:path`, or nil.
-    public func handler(forPath path: String) -> UnaryHandler? { handlers[path] }
+    public func handler(forPath path: String) -> UnaryHandler? { handlers[path]?.handler }
+
+    /// The method name and handler for an HTTP/2 `:path`, or nil.
+    public func route(forPath path: String) -> (method: String, handler: UnaryHandler)? { handlers[path] }
 
     /// The registered method names, sorted.
     public var methods: [String] { handlers.keys.map { String($0.dropFirst()) }.sorted() }

@@ -29,7 +29,9 @@ public enum MessageFraming {
 /// The state machine checks the prefix as soon as its five bytes are in,
 /// so an oversize message is refused before its body is buffered.
 public struct MessageDeframer: Sendable {
-    private var header: [UInt8] = []
+    /// The prefix bytes seen so far, big-endian in the low bits, and how many.
+    private var prefix: UInt64 = 0
+    private var prefixCount = 0
     private var body: [UInt8] = []
     private var expected = -1
     private var failed = false
@@ -37,7 +39,6 @@ public struct MessageDeframer: Sendable {
 
     public init(maxMessageBytes: Int) {
         self.maxMessageBytes = maxMessageBytes
-        header.reserveCapacity(MessageFraming.prefixSize)
     }
 
     /// Feeds bytes; returns an error as soon as the stream can be judged bad.
@@ -46,9 +47,10 @@ public struct MessageDeframer: Sendable {
         var index = 0
         while index < chunk.count {
             if expected < 0 {
-                header.append(chunk[index])
+                prefix = prefix << 8 | UInt64(chunk[index])
+                prefixCount += 1
                 index += 1
-                if header.count == MessageFraming.prefixSize {
+                if prefixCount == MessageFraming.prefixSize {
                     if let error = parseHeader() {
                         failed = true
                         return error
@@ -74,8 +76,8 @@ public struct MessageDeframer: Sendable {
     }
 
     private mutating func parseHeader() -> RPCError? {
-        let flag = header[0]
-        let length = Int(header[1]) << 24 | Int(header[2]) << 16 | Int(header[3]) << 8 | Int(header[4])
+        let flag = UInt8(truncatingIfNeeded: prefix >> 32)
+        let length = Int(prefix & 0xFFFF_FFFF)
         if flag == 1 {
             return RPCError(code: .unimplemented, message: "compressed messages are not supported; send identity encoding")
         }
@@ -89,7 +91,7 @@ public struct MessageDeframer: Sendable {
     /// The message once the request stream ended.
     public mutating func finish() -> Result<[UInt8], RPCError> {
         if expected < 0 {
-            return .failure(header.isEmpty ? .badFraming("no request message") : .badFraming("truncated message prefix"))
+            return .failure(prefixCount == 0 ? .badFraming("no request message") : .badFraming("truncated message prefix"))
         }
         guard body.count == expected else { return .failure(.badFraming("message shorter than its length prefix")) }
         let message = body
