@@ -13,6 +13,8 @@ public enum LogLevel: String, Sendable, Comparable {
 public final class Logger: Sendable {
     public let level: LogLevel
     private let buffer = Mutex<[UInt8]>([])
+    /// Held while writing, so a flush at exit waits for the background writer's bytes.
+    private let writing = Mutex<Void>(())
     private let output: Int32
 
     public init(level: LogLevel, output: Int32 = 1) {
@@ -30,16 +32,18 @@ public final class Logger: Sendable {
 
     /// Writes buffered lines now (shutdown, tests).
     public func flush() {
-        let bytes = buffer.withLock { b -> [UInt8] in
-            let out = b
-            b.removeAll(keepingCapacity: true)
-            return out
-        }
-        var offset = 0
-        while offset < bytes.count {
-            let n = bytes.withUnsafeBytes { write(output, $0.baseAddress! + offset, bytes.count - offset) }
-            if n <= 0 { break }
-            offset += n
+        writing.withLock { _ in
+            let bytes = buffer.withLock { b -> [UInt8] in
+                let out = b
+                b.removeAll(keepingCapacity: true)
+                return out
+            }
+            var offset = 0
+            while offset < bytes.count {
+                let n = bytes.withUnsafeBytes { write(output, $0.baseAddress! + offset, bytes.count - offset) }
+                if n <= 0 { break }
+                offset += n
+            }
         }
     }
 
