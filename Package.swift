@@ -26,9 +26,11 @@ let package = Package(
         .target(name: "RPC", dependencies: ["ProtoWire"], swiftSettings: strict),
         .target(name: "BillingAPI", dependencies: ["ProtoWire"], swiftSettings: strict),
         .target(name: "Billing", swiftSettings: strict),
+        .target(name: "AppStore", dependencies: ["Crypto", "ProtoWire"], swiftSettings: strict),
         .target(name: "BillingService", dependencies: ["Billing", "BillingAPI", "RPC", "ProtoWire"], swiftSettings: strict),
 
         // Wrappers around C.
+        .target(name: "Crypto", dependencies: ["COpenSSL"], swiftSettings: strict),
         .target(name: "HTTP2", dependencies: ["CNGHTTP2", "COpenSSL", "CSystem", "RPC", "ProtoWire"], swiftSettings: strict),
         .target(name: "Storage", dependencies: ["CSQLite", "Billing"], swiftSettings: strict),
 
@@ -52,6 +54,7 @@ let package = Package(
             swiftSettings: strict),
         .testTarget(name: "RPCTests", dependencies: ["RPC", "ProtoWire"], swiftSettings: strict),
         .testTarget(name: "BillingTests", dependencies: ["Billing", "BillingService", "BillingAPI", "RPC", "ProtoWire"], swiftSettings: strict),
+        .testTarget(name: "AppStoreTests", dependencies: ["AppStore", "Crypto", "ProtoWire"], swiftSettings: strict),
         .testTarget(name: "StorageTests", dependencies: ["Storage", "Billing"], swiftSettings: strict),
         .testTarget(
             name: "ServerTests",

@@ -1,0 +1,75 @@
+import Foundation
+import ProtoWire
+
+/// A compact JWS (`header.payload.signature`, base64url) as StoreKit 2 signs it.
+public struct JWS: Sendable {
+    public let algorithm: String
+    /// The `x5c` chain as sent: standard base64 DER, leaf first.
+    public let x5c: [String]
+    public let payload: [UInt8]
+    /// The bytes the signature covers: `header.payload` as sent.
+    public let signingInput: [UInt8]
+    public let signature: [UInt8]
+
+    /// The largest JWS accepted (real ones are about 3-5 KiB; notifications nest two).
+    public static let maxBytes = 64 << 10
+
+    public static func parse(_ compact: String) throws(VerificationFailure) -> JWS {
+        let utf8 = Array(compact.utf8)
+        guard !utf8.isEmpty else { throw .malformed("empty signed data") }
+        guard utf8.count <= maxBytes else { throw .malformed("signed data larger than \(maxBytes) bytes") }
+        let parts = utf8.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
+        guard parts.count == 3 else { throw .malformed("a JWS has three dot-separated parts, this has \(parts.count)") }
+        for part in parts where part.isEmpty { throw .malformed("empty JWS part") }
+        guard let headerBytes = Base64.decode(String(decoding: parts[0], as: UTF8.self)),
+              let payload = Base64.decode(String(decoding: parts[1], as: UTF8.self)),
+              let signature = Base64.decode(String(decoding: parts[2], as: UTF8.self)) else {
+            throw .malformed("JWS parts are not base64url")
+        }
+        guard let header = (try? JSONSerialization.jsonObject(with: Data(headerBytes))) as? [String: Any] else {
+            throw .malformed("JWS header is not a JSON object")
+        }
+        guard let alg = header["alg"] as? String else { throw .malformed("JWS header has no alg") }
+        guard let chain = header["x5c"] as? [Any] else { throw .malformed("JWS header has no x5c chain") }
+        let x5c = chain.compactMap { $0 as? String }
+        guard x5c.count == chain.count else { throw .malformed("x5c entries must be strings") }
+        return JWS(algorithm: alg, x5c: x5c, payload: payload,
+                   signingInput: Array(utf8[0..<(parts[0].count + 1 + parts[1].count)]), signature: signature)
+    }
+
+    /// Encodes bytes as unpadded base64url.
+    public static func base64URL(_ bytes: [UInt8]) -> String {
+        String(Base64.encode(bytes).map { $0 == "+" ? "-" : $0 == "/" ? "_" : $0 })
+    }
+}
+
+/// Why signed data was refused; each maps to one ErrorInfo reason.
+public enum VerificationFailure: Error, Equatable, Sendable, CustomStringConvertible {
+    /// Not a JWS / not base64 PKCS#7 / cannot be decoded: RECEIPT_MALFORMED.
+    case malformed(String)
+    /// Signature, chain, marker OIDs or certificate dates: RECEIPT_UNTRUSTED.
+    case untrusted(String)
+    /// Bundle id or appAppleId not served: WRONG_APP.
+    case wrongApp(String)
+    /// The signed environment is not accepted: ENVIRONMENT_NOT_ALLOWED.
+    case environmentNotAllowed(String)
+
+    public var description: String {
+        switch self {
+        case .malformed(let m): "malformed: \(m)"
+        case .untrusted(let m): "untrusted: \(m)"
+        case .wrongApp(let m): "wrong app: \(m)"
+        case .environmentNotAllowed(let m): "environment not allowed: \(m)"
+        }
+    }
+
+    /// The metric label: `malformed`, `untrusted`, `wrong_app`, `environment`.
+    public var kind: String {
+        switch self {
+        case .malformed: "malformed"
+        case .untrusted: "untrusted"
+        case .wrongApp: "wrong_app"
+        case .environmentNotAllowed: "environment"
+        }
+    }
+}
