@@ -27,7 +27,7 @@ let package = Package(
         .target(name: "BillingAPI", dependencies: ["ProtoWire"], swiftSettings: strict),
         .target(name: "Billing", swiftSettings: strict),
         .target(name: "AppStore", dependencies: ["Crypto", "ProtoWire"], swiftSettings: strict),
-        .target(name: "BillingService", dependencies: ["Billing", "BillingAPI", "RPC", "ProtoWire"], swiftSettings: strict),
+        .target(name: "BillingService", dependencies: ["Billing", "BillingAPI", "RPC", "ProtoWire", "AppStore", "Crypto"], swiftSettings: strict),
 
         // Wrappers around C.
         .target(name: "Crypto", dependencies: ["COpenSSL"], swiftSettings: strict),
@@ -36,7 +36,7 @@ let package = Package(
 
         .target(
             name: "Daemon",
-            dependencies: ["HTTP2", "RPC", "Billing", "BillingService", "Storage"],
+            dependencies: ["HTTP2", "RPC", "Billing", "BillingService", "Storage", "AppStore", "Crypto"],
             swiftSettings: strict),
 
         // Executables.
@@ -46,7 +46,7 @@ let package = Package(
             swiftSettings: strict),
         .executableTarget(
             name: "billingctl",
-            dependencies: ["HTTP2", "RPC", "BillingAPI", "ProtoWire"],
+            dependencies: ["HTTP2", "RPC", "BillingAPI", "ProtoWire", "AppStore", "Crypto"],
             swiftSettings: strict),
 
         .testTarget(

@@ -9,6 +9,19 @@ public enum BillingError: Error, Sendable, Equatable, CustomStringConvertible {
     case storageUnavailable(detail: String)
     /// The caller went away (deadline or cancel) before anything was written.
     case abandoned
+    /// Not a JWS / not base64 PKCS#7 / cannot be decoded.
+    case receiptMalformed(detail: String)
+    /// Signature, chain, marker OIDs or certificate dates fail.
+    case receiptUntrusted(detail: String)
+    /// Bundle id or appAppleId is not one this service serves.
+    case wrongApp(detail: String)
+    case environmentNotAllowed(environment: String)
+    case productMismatch(orderProduct: String, proofProduct: String)
+    case accountTokenMismatch(orderID: String)
+    case transactionNotFound(detail: String)
+    case transactionAlreadyClaimed(transactionID: String)
+    case transactionRevoked(transactionID: String)
+    case orderNotPending(orderID: String, state: OrderState)
 
     public var description: String {
         switch self {
@@ -18,6 +31,16 @@ public enum BillingError: Error, Sendable, Equatable, CustomStringConvertible {
         case .idempotencyKeyReused: "the idempotency key was used before with different fields"
         case .storageUnavailable: "the order database is unavailable; retry"
         case .abandoned: "the call was abandoned before it was written"
+        case .receiptMalformed(let d): "the proof cannot be decoded: \(d)"
+        case .receiptUntrusted(let d): "the proof is not trusted: \(d)"
+        case .wrongApp(let d): "the proof is for another app: \(d)"
+        case .environmentNotAllowed(let e): "the \(e) environment is not accepted by this service"
+        case .productMismatch(let order, let proof): "the proof is for product \(proof), the order is for \(order)"
+        case .accountTokenMismatch: "the transaction's appAccountToken is not this order's id"
+        case .transactionNotFound(let d): "no transaction in the proof can pay this order: \(d)"
+        case .transactionAlreadyClaimed(let id): "transaction \(id) already paid another order or belongs to another account"
+        case .transactionRevoked(let id): "transaction \(id) was refunded or revoked"
+        case .orderNotPending(_, let state): "the order is \(state) and can no longer be paid"
         }
     }
 }

@@ -34,6 +34,16 @@ public protocol OrderStore: Sendable {
     /// Reads one order by its canonical id.
     func order(id: String, completion: @escaping @Sendable (Result<Order?, BillingError>) -> Void)
 
+    /// Completes an order with the first candidate that can pay it (`PurchaseRules.complete`), in one
+    /// database transaction; answered only once durable.
+    func complete(orderID: String, candidates: [StoreTransaction], check: @escaping @Sendable (Order, StoreTransaction) -> BillingError?,
+                  nowMs: Int64, abandoned: @escaping @Sendable () -> Bool,
+                  completion: @escaping @Sendable (Result<CompletedPurchase, BillingError>) -> Void)
+
+    /// Records restored transactions (`PurchaseRules.restore`) and answers what the account owns.
+    func restore(accountID: String, transactions: [StoreTransaction], policy: RestorePolicy,
+                 completion: @escaping @Sendable (Result<[OwnedTransaction], BillingError>) -> Void)
+
     /// Whether the database answers now (readiness).
     func isReachable() -> Bool
 

@@ -1,19 +1,25 @@
 public import Billing
 import BillingAPI
 public import RPC
+import Dispatch
 import Synchronization
+
+/// Where slow verifications (app receipts, restores) run, off the event loops.
+let verificationQueue = DispatchQueue(label: "billing.verification", attributes: .concurrent)
 
 /// The billing.v1.Billing and grpc.health.v1.Health handlers: decode, call the domain, encode.
 /// Knows no sockets and no SQL.
 public final class BillingService: Sendable {
     public let orders: OrderService
+    public let purchases: PurchaseEngine?
     private let health: HealthState
     /// Called when a handler meets an unexpected error, with the request id the caller sees.
     private let onInternalError: @Sendable (String, String) -> Void
 
-    public init(orders: OrderService, health: HealthState = HealthState(),
+    public init(orders: OrderService, purchases: PurchaseEngine? = nil, health: HealthState = HealthState(),
                 onInternalError: @escaping @Sendable (_ requestID: String, _ detail: String) -> Void = { _, _ in }) {
         self.orders = orders
+        self.purchases = purchases
         self.health = health
         self.onInternalError = onInternalError
     }
@@ -32,11 +38,13 @@ public final class BillingService: Sendable {
         router.register(Self.getOrder, GetOrderRequest.self) { [self] context, request, responder in
             getOrder(context, request, responder)
         }
-        router.register(Self.submitReceipt) { _, _, responder in
-            responder.fail(RPCError(code: .unimplemented, message: "SubmitReceipt is not available yet in this build"))
-        }
-        router.register(Self.restorePurchases) { _, _, responder in
-            responder.fail(RPCError(code: .unimplemented, message: "RestorePurchases is not available yet in this build"))
+        if let purchases {
+            router.register(Self.submitReceipt, SubmitReceiptRequest.self) { [self] context, request, responder in
+                submitReceipt(purchases, context, request, responder)
+            }
+            router.register(Self.restorePurchases, RestorePurchasesRequest.self) { [self] context, request, responder in
+                restorePurchases(purchases, context, request, responder)
+            }
         }
         router.register(Self.healthCheck, HealthCheckRequest.self) { [self] _, request, responder in
             healthCheck(request, responder)
@@ -64,6 +72,46 @@ public final class BillingService: Sendable {
             switch result {
             case .success(let order): responder.succeed(GetOrderResponse(order: BillingAPI.Order(order)))
             case .failure(let error): answer(error, context, responder)
+            }
+        }
+    }
+
+    func submitReceipt(_ engine: PurchaseEngine, _ context: CallContext, _ request: SubmitReceiptRequest, _ responder: Responder) {
+        let proof: PurchaseEngine.Proof? = switch request.proof {
+        case .signedTransaction(let s): .signedTransaction(s)
+        case .appReceipt(let s): .appReceipt(s)
+        case nil: nil
+        }
+        let catalog = orders.catalog
+        let work: @Sendable () -> Void = { [self] in
+            engine.submitReceipt(orderID: request.orderID, proof: proof, transactionID: request.transactionID,
+                                 abandoned: { context.isExpired }) { [self] result in
+                switch result {
+                case .success(let done):
+                    var response = SubmitReceiptResponse()
+                    response.order = BillingAPI.Order(done.order)
+                    response.transaction = BillingAPI.Transaction(done.transaction, catalog: catalog)
+                    response.alreadyProcessed = done.alreadyProcessed
+                    responder.succeed(response)
+                case .failure(let error): answer(error, context, responder)
+                }
+            }
+        }
+        // App receipts (PKCS#7, RSA, ASN.1) take a millisecond or more: keep them off the event loop.
+        if case .appReceipt = proof { verificationQueue.async(execute: work) } else { work() }
+    }
+
+    func restorePurchases(_ engine: PurchaseEngine, _ context: CallContext, _ request: RestorePurchasesRequest, _ responder: Responder) {
+        verificationQueue.async { [self] in
+            engine.restorePurchases(accountID: request.accountID, appReceipt: request.appReceipt,
+                                    signedTransactions: request.signedTransactions) { [self] result in
+                switch result {
+                case .success(let entitlements):
+                    var response = RestorePurchasesResponse()
+                    response.entitlements = entitlements.map(BillingAPI.Entitlement.init)
+                    responder.succeed(response)
+                case .failure(let error): answer(error, context, responder)
+                }
             }
         }
     }

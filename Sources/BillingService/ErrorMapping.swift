@@ -17,6 +17,27 @@ extension BillingError {
             RPCError(code: .unavailable, message: description, reason: "STORAGE_UNAVAILABLE")
         case .abandoned:
             RPCError(code: .deadlineExceeded, message: description)
+        case .receiptMalformed:
+            RPCError(code: .invalidArgument, message: description, reason: "RECEIPT_MALFORMED")
+        case .receiptUntrusted:
+            RPCError(code: .invalidArgument, message: description, reason: "RECEIPT_UNTRUSTED")
+        case .wrongApp:
+            RPCError(code: .invalidArgument, message: description, reason: "WRONG_APP")
+        case .environmentNotAllowed:
+            RPCError(code: .failedPrecondition, message: description, reason: "ENVIRONMENT_NOT_ALLOWED")
+        case .productMismatch(let order, let proof):
+            RPCError(code: .failedPrecondition, message: description, reason: "PRODUCT_MISMATCH",
+                     metadata: ["order_product_id": order, "product_id": proof])
+        case .accountTokenMismatch(let orderID):
+            RPCError(code: .permissionDenied, message: description, reason: "ACCOUNT_TOKEN_MISMATCH", metadata: ["order_id": orderID])
+        case .transactionNotFound:
+            RPCError(code: .notFound, message: description, reason: "TRANSACTION_NOT_FOUND")
+        case .transactionAlreadyClaimed(let id):
+            RPCError(code: .alreadyExists, message: description, reason: "TRANSACTION_ALREADY_CLAIMED", metadata: ["transaction_id": id])
+        case .transactionRevoked(let id):
+            RPCError(code: .failedPrecondition, message: description, reason: "TRANSACTION_REVOKED", metadata: ["transaction_id": id])
+        case .orderNotPending(let id, _):
+            RPCError(code: .failedPrecondition, message: description, reason: "ORDER_NOT_PENDING", metadata: ["order_id": id])
         }
     }
 }

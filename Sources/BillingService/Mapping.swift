@@ -12,7 +12,60 @@ extension BillingAPI.Order {
         createTimeMs = o.createTimeMs
         updateTimeMs = o.updateTimeMs
         transactionID = o.transactionID ?? ""
-        environment = o.environment.map { Environment(rawValue: Int32($0.rawValue)) } ?? .unspecified
+        environment = o.environment.map { Environment($0) } ?? .unspecified
         quantity = Int32(clamping: o.quantity)
+    }
+}
+
+extension BillingAPI.Environment {
+    init(_ e: StoreEnvironment) {
+        switch e {
+        case .production: self = .production
+        case .sandbox: self = .sandbox
+        case .xcode: self = .xcode
+        }
+    }
+}
+
+extension BillingAPI.ProductType {
+    init(_ k: ProductKind?) {
+        switch k {
+        case .consumable: self = .consumable
+        case .nonConsumable: self = .nonConsumable
+        case .autoRenewableSubscription: self = .autoRenewableSubscription
+        case .nonRenewingSubscription: self = .nonRenewingSubscription
+        case nil: self = .unspecified
+        }
+    }
+}
+
+extension BillingAPI.Transaction {
+    init(_ t: StoreTransaction, catalog: Catalog?) {
+        self.init()
+        transactionID = t.transactionID
+        originalTransactionID = t.originalTransactionID
+        productID = t.productID
+        productType = ProductType(PurchaseRules.kind(of: t, catalog: catalog))
+        purchaseTimeMs = t.purchaseTimeMs
+        expiresTimeMs = t.expiresTimeMs
+        revocationTimeMs = t.revocationTimeMs
+        quantity = Int32(clamping: t.quantity)
+        environment = Environment(t.environment)
+        appAccountToken = t.appAccountToken ?? ""
+        bundleID = t.bundleID
+    }
+}
+
+extension BillingAPI.Entitlement {
+    init(_ e: Billing.Entitlement) {
+        self.init()
+        productID = e.productID
+        productType = ProductType(e.productKind)
+        originalTransactionID = e.originalTransactionID
+        latestTransactionID = e.latestTransactionID
+        purchaseTimeMs = e.purchaseTimeMs
+        expiresTimeMs = e.expiresTimeMs
+        active = e.active
+        orderID = e.orderID ?? ""
     }
 }

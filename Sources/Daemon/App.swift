@@ -1,5 +1,7 @@
+import AppStore
 import Billing
 public import BillingService
+import Crypto
 import Foundation
 import HTTP2
 public import RPC
@@ -53,7 +55,11 @@ public final class App: Sendable {
         let store = self.store
         let health = HealthState(storeReachable: { store.isReachable() })
         self.health = health
-        let service = BillingService(orders: OrderService(store: store, catalog: catalog), health: health) { requestID, detail in
+        let orders = OrderService(store: store, catalog: catalog)
+        let verifier = try App.proofVerifier(configuration, logger: logger)
+        let engine = PurchaseEngine(orders: orders, verifier: verifier,
+                                    restorePolicy: RestorePolicy(rawValue: configuration.restorePolicy) ?? .transfer)
+        let service = BillingService(orders: orders, purchases: engine, health: health) { requestID, detail in
             logger.log(.error, "storage error", [("request_id", .string(requestID)), ("error", .string(detail))])
         }
         var router = Router()
@@ -82,6 +88,44 @@ public final class App: Sendable {
         }
     }
 
+    /// The App Store verifier the flags describe; refuses every proof when none is configured.
+    static func proofVerifier(_ c: Configuration, logger: Logger) throws(StartError) -> any ProofVerifier {
+        var roots: [Certificate] = []
+        for path in c.trustRoots {
+            do {
+                roots.append(try Certificate.load(path: path))
+            } catch {
+                throw StartError(description: "billingd: --trust-root: \(path): \(error)")
+            }
+        }
+        var environments = Set(c.environments.compactMap(AppStoreEnvironment.init(configName:)))
+        if c.dev {
+            do {
+                let store = try TestStore.open(directory: c.devStore, create: true)
+                roots.append(store.root)
+                environments.insert(.xcode)
+                logger.log(.warning, "DEV MODE: trusting the local test store; never run --dev in production",
+                           [("test_store_root", .string(store.rootPath))])
+            } catch {
+                throw StartError(description: "billingd: --dev-store: \(error)")
+            }
+        }
+        if c.bundleIDs.isEmpty && !c.dev {
+            logger.log(.warning, "no --bundle-id: SubmitReceipt and RestorePurchases refuse every proof with WRONG_APP")
+            return UnconfiguredProofVerifier(reason: .wrongApp(detail: "billingd serves no app: start it with --bundle-id"))
+        }
+        if roots.isEmpty {
+            logger.log(.warning, "no --trust-root: SubmitReceipt and RestorePurchases refuse every proof with RECEIPT_UNTRUSTED")
+            return UnconfiguredProofVerifier(reason: .receiptUntrusted(detail: "billingd trusts no root: start it with --trust-root"))
+        }
+        if environments.contains(.production) && c.appleAppID == nil && !c.bundleIDs.isEmpty && !c.dev {
+            throw StartError(description: "billingd: --apple-app-id: required when production is accepted (--environments)")
+        }
+        let settings = VerifierSettings(anchors: TrustAnchors(roots: roots), bundleIDs: Set(c.bundleIDs), appAppleID: c.appleAppID,
+                                        environments: environments, now: { SystemClock().nowMilliseconds() })
+        return AppStoreProofVerifier(settings: settings)
+    }
+
     private static func logCall(_ record: CallRecord, _ logger: Logger) {
         var fields: [(String, Logger.LogValue)] = [
             ("method", .string(record.method)), ("code", .string(record.code.description)),
@@ -101,9 +145,6 @@ public final class App: Sendable {
             bound = try server.start()
         } catch {
             throw StartError(description: "billingd: --listen: \(error)")
-        }
-        if configuration.dev {
-            logger.log(.warning, "DEV MODE: for local use only; never run --dev in production")
         }
         logger.log(.info, "started", [
             ("listen", .string(bound)), ("tls", .bool(configuration.tlsCert != nil)),

@@ -13,6 +13,8 @@ public struct Configuration: Sendable, Equatable {
     public var catalogPath: String?
     public var restorePolicy = "transfer"
     public var dev = false
+    /// Where `--dev` keeps its local test-store CA.
+    public var devStore = "teststore"
     public var tlsCert: String?
     public var tlsKey: String?
     public var tlsClientCA: String?
@@ -36,7 +38,7 @@ public struct Configuration: Sendable, Equatable {
     static let flags: [String: Bool] = [
         "listen": true, "database": true, "threads": true, "max-message-bytes": true, "bundle-id": true,
         "apple-app-id": true, "environments": true, "trust-root": true, "catalog": true, "restore-policy": true,
-        "dev": false, "tls-cert": true, "tls-key": true, "tls-client-ca": true, "api-keys": true,
+        "dev": false, "dev-store": true, "tls-cert": true, "tls-key": true, "tls-client-ca": true, "api-keys": true,
         "metrics-listen": true, "db-pool-size": true, "shutdown-grace": true, "log-level": true,
         "max-concurrent-streams": true, "help": false, "version": false,
     ]
@@ -164,6 +166,10 @@ public struct Configuration: Sendable, Equatable {
             c.restorePolicy = s
         }
         if let b = try bool("dev") { c.dev = b }
+        if let s = one("dev-store") {
+            guard !s.isEmpty else { throw Invalid(flag: "dev-store", problem: "needs a directory") }
+            c.devStore = s
+        }
         if let s = one("tls-cert") { c.tlsCert = try file("tls-cert", s) }
         if let s = one("tls-key") { c.tlsKey = try file("tls-key", s) }
         if (c.tlsCert == nil) != (c.tlsKey == nil) {
@@ -200,7 +206,12 @@ public struct Configuration: Sendable, Equatable {
       --tls-client-ca PATH         require client certificates signed by this CA
       --shutdown-grace SECONDS     drain deadline after SIGTERM/SIGINT (default 20)
       --log-level L                debug, info, warning, error (default info)
-      --bundle-id, --apple-app-id, --environments, --trust-root, --restore-policy, --dev,
+      --bundle-id ID               an app served (repeatable); required for SubmitReceipt unless --dev
+      --apple-app-id N             the app's Apple ID; required when production is accepted
+      --environments LIST          accepted signed environments (default production,sandbox)
+      --trust-root PATH            trusted root certificate, DER or PEM (repeatable)
+      --restore-policy P           transfer (default) or keep
+      --dev                        local use: a test-store CA in --dev-store (default ./teststore), trusted; accepts xcode
       --api-keys, --metrics-listen, --db-pool-size: see CONFIG.md
     """
 }

@@ -17,8 +17,14 @@ final class Confined<T>: @unchecked Sendable {
 public final class SQLiteOrderStore: OrderStore {
     struct WriteJob: Sendable {
         /// Runs inside the group transaction; returns what to do once the commit is durable.
-        let body: @Sendable (SQLiteConnection) throws(StorageError) -> @Sendable () -> Void
+        let body: @Sendable (SQLiteConnection) throws(JobFailure) -> @Sendable () -> Void
         let fail: @Sendable (BillingError) -> Void
+    }
+
+    /// Why a job's savepoint is rolled back: the database failed, or the rules refused (answered after commit).
+    enum JobFailure: Error {
+        case storage(StorageError)
+        case refused(BillingError)
     }
     typealias ReadJob = @Sendable (SQLiteConnection) -> Void
 
@@ -72,16 +78,28 @@ public final class SQLiteOrderStore: OrderStore {
         var answers: [@Sendable () -> Void] = []
         answers.reserveCapacity(batch.count)
         for job in batch {
-            do {
+            do throws(StorageError) {
                 try db.execute("SAVEPOINT job")
-                do {
-                    answers.append(try job.body(db))
-                    try db.execute("RELEASE job")
+                let result: Result<@Sendable () -> Void, JobFailure>
+                do throws(JobFailure) {
+                    result = .success(try job.body(db))
                 } catch {
+                    result = .failure(error)
+                }
+                switch result {
+                case .success(let answer):
+                    try db.execute("RELEASE job")
+                    answers.append(answer)
+                case .failure(let failure):
                     try db.execute("ROLLBACK TO job")
                     try db.execute("RELEASE job")
-                    let detail = error.description
-                    answers.append { job.fail(.storageUnavailable(detail: detail)) }
+                    switch failure {
+                    case .storage(let e):
+                        let detail = e.description
+                        answers.append { job.fail(.storageUnavailable(detail: detail)) }
+                    case .refused(let e):
+                        answers.append { job.fail(e) }
+                    }
                 }
             } catch {
                 // The transaction itself is broken: give up on the whole group.
@@ -109,15 +127,19 @@ public final class SQLiteOrderStore: OrderStore {
 
     public func create(_ order: NewOrder, abandoned: @escaping @Sendable () -> Bool,
                        completion: @escaping @Sendable (Result<CreateOutcome, BillingError>) -> Void) {
-        let job = WriteJob(body: { db throws(StorageError) in
-            if let key = order.idempotencyKey {
-                let existing = try db.query(OrderRow.selectByKey, [.text(order.accountID), .text(key)], OrderRow.decode)
-                if let found = existing.first { return { completion(.success(.existing(found))) } }
+        let job = WriteJob(body: { db throws(JobFailure) in
+            do throws(StorageError) {
+                if let key = order.idempotencyKey {
+                    let existing = try db.query(OrderRow.selectByKey, [.text(order.accountID), .text(key)], OrderRow.decode)
+                    if let found = existing.first { return { completion(.success(.existing(found))) } }
+                }
+                if abandoned() { return { completion(.failure(.abandoned)) } }
+                try db.run(OrderRow.insert, OrderRow.values(order.pendingOrder))
+                try db.run(SQLiteLedger.insertEvent, [.text(order.id), .null, .int(Int64(OrderState.pending.rawValue)),
+                                                      .int(order.createTimeMs), .text("create_order")])
+            } catch {
+                throw .storage(error)
             }
-            if abandoned() { return { completion(.failure(.abandoned)) } }
-            try db.run(OrderRow.insert, OrderRow.values(order.pendingOrder))
-            try db.run("INSERT INTO order_events (order_id, from_state, to_state, time_ms, cause) VALUES (?, NULL, ?, ?, 'create_order')",
-                       [.text(order.id), .int(Int64(OrderState.pending.rawValue)), .int(order.createTimeMs)])
             let stored = order.pendingOrder
             return { completion(.success(.created(stored))) }
         }, fail: { completion(.failure($0)) })
@@ -132,6 +154,37 @@ public final class SQLiteOrderStore: OrderStore {
                 completion(.failure(.storageUnavailable(detail: error.description)))
             }
         }
+    }
+
+    public func complete(orderID: String, candidates: [StoreTransaction], check: @escaping @Sendable (Order, StoreTransaction) -> BillingError?,
+                         nowMs: Int64, abandoned: @escaping @Sendable () -> Bool,
+                         completion: @escaping @Sendable (Result<CompletedPurchase, BillingError>) -> Void) {
+        write(completion) { db throws(BillingError) in
+            if abandoned() { throw .abandoned }
+            return try PurchaseRules.complete(SQLiteLedger(db: db), orderID: orderID, candidates: candidates, check: check, nowMs: nowMs)
+        }
+    }
+
+    public func restore(accountID: String, transactions: [StoreTransaction], policy: RestorePolicy,
+                        completion: @escaping @Sendable (Result<[OwnedTransaction], BillingError>) -> Void) {
+        write(completion) { db throws(BillingError) in
+            try PurchaseRules.restore(SQLiteLedger(db: db), accountID: accountID, transactions: transactions, policy: policy)
+        }
+    }
+
+    /// Runs `body` in the next group commit; its result is delivered once the commit is durable.
+    private func write<T: Sendable>(_ completion: @escaping @Sendable (Result<T, BillingError>) -> Void,
+                                    _ body: @escaping @Sendable (SQLiteConnection) throws(BillingError) -> T) {
+        let job = WriteJob(body: { db throws(JobFailure) in
+            do throws(BillingError) {
+                let value = try body(db)
+                return { completion(.success(value)) }
+            } catch {
+                if case .storageUnavailable(let detail) = error { throw .storage(StorageError(code: 0, message: detail)) }
+                throw .refused(error)
+            }
+        }, fail: { completion(.failure($0)) })
+        if !writer.submit(job) { completion(.failure(.storageUnavailable(detail: "store closed"))) }
     }
 
     public func isReachable() -> Bool { true }
@@ -189,6 +242,27 @@ enum SQLiteMigrations {
             cause TEXT NOT NULL
         );
         CREATE INDEX order_events_order ON order_events (order_id);
+        """,
+        // 2: store transactions: unique, owned by an account, tied to the order they paid.
+        """
+        CREATE TABLE transactions (
+            transaction_id TEXT PRIMARY KEY,
+            original_transaction_id TEXT NOT NULL,
+            account_id TEXT NOT NULL,
+            order_id TEXT REFERENCES orders (order_id),
+            product_id TEXT NOT NULL,
+            product_kind TEXT,
+            purchase_time_ms INTEGER NOT NULL,
+            expires_time_ms INTEGER NOT NULL DEFAULT 0,
+            revocation_time_ms INTEGER NOT NULL DEFAULT 0,
+            quantity INTEGER NOT NULL,
+            environment INTEGER NOT NULL,
+            app_account_token TEXT,
+            bundle_id TEXT NOT NULL
+        ) WITHOUT ROWID;
+        CREATE INDEX transactions_account ON transactions (account_id);
+        CREATE UNIQUE INDEX transactions_order ON transactions (order_id) WHERE order_id IS NOT NULL;
+        CREATE UNIQUE INDEX orders_transaction ON orders (transaction_id) WHERE transaction_id IS NOT NULL;
         """,
     ]
 

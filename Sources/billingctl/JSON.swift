@@ -54,3 +54,38 @@ enum JSON {
         ])
     }
 }
+
+extension JSON {
+    static func transaction(_ t: Transaction, indent: Int) -> String {
+        object([
+            ("transactionId", quote(t.transactionID)), ("originalTransactionId", quote(t.originalTransactionID)),
+            ("productId", quote(t.productID)), ("productType", quote(t.productType.description)),
+            ("purchaseTimeMs", quote(String(t.purchaseTimeMs))),
+            ("expiresTimeMs", t.expiresTimeMs == 0 ? nil : quote(String(t.expiresTimeMs))),
+            ("revocationTimeMs", t.revocationTimeMs == 0 ? nil : quote(String(t.revocationTimeMs))),
+            ("quantity", t.quantity == 0 ? nil : String(t.quantity)), ("environment", quote(t.environment.description)),
+            ("appAccountToken", t.appAccountToken.isEmpty ? nil : quote(t.appAccountToken)), ("bundleId", quote(t.bundleID)),
+        ], indent: indent)
+    }
+
+    static func submitResponse(_ r: SubmitReceiptResponse) -> String {
+        object([
+            ("order", r.order.map { order($0, indent: 1) }), ("transaction", r.transaction.map { transaction($0, indent: 1) }),
+            ("alreadyProcessed", r.alreadyProcessed ? "true" : nil),
+        ])
+    }
+
+    static func entitlement(_ e: Entitlement, indent: Int) -> String {
+        object([
+            ("productId", quote(e.productID)), ("productType", quote(e.productType.description)),
+            ("originalTransactionId", quote(e.originalTransactionID)), ("latestTransactionId", quote(e.latestTransactionID)),
+            ("purchaseTimeMs", quote(String(e.purchaseTimeMs))), ("expiresTimeMs", e.expiresTimeMs == 0 ? nil : quote(String(e.expiresTimeMs))),
+            ("active", e.active ? "true" : "false"), ("orderId", e.orderID.isEmpty ? nil : quote(e.orderID)),
+        ], indent: indent)
+    }
+
+    static func restoreResponse(_ r: RestorePurchasesResponse) -> String {
+        let items = r.entitlements.map { "    " + entitlement($0, indent: 2) }
+        return "{\n  \"entitlements\": [" + (items.isEmpty ? "]" : "\n" + items.joined(separator: ",\n") + "\n  ]") + "\n}"
+    }
+}

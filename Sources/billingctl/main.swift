@@ -12,6 +12,16 @@ commands:
   health [--service NAME]                         grpc.health.v1.Health/Check
   create-order --account ID --product ID [--idempotency-key K] [--quantity N]
   get-order ORDER_ID
+  submit-receipt ORDER_ID (--signed-transaction JWS | --app-receipt BASE64) [--transaction-id ID]
+  restore --account ID [--app-receipt BASE64] [--signed-transaction JWS ...]
+  teststore init [DIR]                            make a local CA (root, intermediate, leaf with Apple's marker OIDs)
+  teststore transaction --product ID [--type non_consumable|consumable|auto_renewable_subscription|non_renewing_subscription]
+        [--bundle-id ID] [--environment xcode|sandbox|production] [--transaction-id ID] [--original-transaction-id ID]
+        [--app-account-token UUID] [--purchase-date MS] [--expires-date MS] [--revocation-date MS] [--quantity N] [--store DIR]
+  teststore receipt [--bundle-id ID] [--receipt-type Xcode|ProductionSandbox|Production]
+        --purchase PRODUCT:TRANSACTION_ID[:PURCHASE_MS[:EXPIRES_MS]] ... [--store DIR]
+  demo [--store DIR] [--bundle-id ID] [--product ID]   CreateOrder -> signed purchase -> SubmitReceipt -> retry -> Restore
+Values given as @PATH are read from that file. The test store lives in --store (default ./teststore).
 The address defaults to $BILLING_ADDR or 127.0.0.1:50051. Answers print as JSON on stdout;
 errors print as JSON on stderr with exit status 1 (2 for usage errors).
 """
@@ -28,6 +38,7 @@ struct Options {
     var command = ""
     var positional: [String] = []
     var named: [String: String] = [:]
+    var repeated: [String: [String]] = [:]
 
     init(_ args: [String]) throws {
         var i = 0
@@ -51,7 +62,10 @@ struct Options {
                 if command.isEmpty && !a.hasPrefix("-") {
                     command = a
                 } else if a.hasPrefix("--") {
-                    named[String(a.dropFirst(2))] = try value(a)
+                    let key = String(a.dropFirst(2))
+                    let v = try value(a)
+                    named[key] = v
+                    repeated[key, default: []].append(v)
                 } else {
                     positional.append(a)
                 }
@@ -68,8 +82,8 @@ struct Options {
 }
 
 func call<Response: ProtoMessage>(_ options: Options, _ method: String, _ request: some ProtoMessage,
-                                  _ type: Response.Type) throws -> Response {
-    let client = try options.client()
+                                  _ type: Response.Type, client existing: Client? = nil) throws -> Response {
+    let client = try existing ?? options.client()
     let answer = try client.unary(method, message: request.encoded(), timeoutNanoseconds: Int64(options.timeout * 1e9))
     if let error = answer.error {
         FileHandle.standardError.write(Data((JSON.error(error) + "\n").utf8))
@@ -107,9 +121,43 @@ func run() throws {
         guard let id = options.positional.first ?? options.named["order-id"] else { throw Usage(message: "get-order needs an ORDER_ID") }
         let r = try call(options, "billing.v1.Billing/GetOrder", GetOrderRequest(orderID: id), GetOrderResponse.self)
         print(JSON.object([("order", r.order.map { JSON.order($0, indent: 1) })]))
+    case "submit-receipt":
+        guard let id = options.positional.first ?? options.named["order-id"] else { throw Usage(message: "submit-receipt needs an ORDER_ID") }
+        var req = SubmitReceiptRequest()
+        req.orderID = id
+        if let jws = options.named["signed-transaction"] {
+            req.proof = .signedTransaction(try readValue(jws))
+        } else if let receipt = options.named["app-receipt"] {
+            req.proof = .appReceipt(try readValue(receipt))
+        } else {
+            throw Usage(message: "submit-receipt needs --signed-transaction or --app-receipt")
+        }
+        req.transactionID = options.named["transaction-id"] ?? ""
+        let r = try call(options, "billing.v1.Billing/SubmitReceipt", req, SubmitReceiptResponse.self)
+        print(JSON.submitResponse(r))
+    case "restore":
+        guard let account = options.named["account"] else { throw Usage(message: "restore needs --account") }
+        var req = RestorePurchasesRequest()
+        req.accountID = account
+        if let receipt = options.named["app-receipt"] { req.appReceipt = try readValue(receipt) }
+        for jws in options.repeated["signed-transaction"] ?? [] { req.signedTransactions.append(try readValue(jws)) }
+        let r = try call(options, "billing.v1.Billing/RestorePurchases", req, RestorePurchasesResponse.self)
+        print(JSON.restoreResponse(r))
+    case "teststore":
+        try TestStoreCommand.run(options)
+    case "demo":
+        try Demo.run(options)
     default:
         throw Usage(message: "unknown command '\(options.command)'")
     }
+}
+
+/// A flag value, or the contents of a file when written `@PATH`.
+func readValue(_ value: String) throws -> String {
+    guard value.hasPrefix("@") else { return value }
+    let path = String(value.dropFirst())
+    guard let data = FileManager.default.contents(atPath: path) else { throw Usage(message: "cannot read \(path)") }
+    return String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)
 }
 
 do {

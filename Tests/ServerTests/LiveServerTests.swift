@@ -130,13 +130,19 @@ struct LiveServerTests {
         #expect(health?.status == .serving)
     }
 
-    @Test("SubmitReceipt and RestorePurchases are routed (UNIMPLEMENTED until the purchase engine lands)")
-    func notYet() throws {
+    @Test("without --bundle-id, proofs are refused with WRONG_APP (never accepted unchecked)")
+    func unconfigured() throws {
         let live = try LiveApp()
         defer { live.stop() }
         let c = try live.client()
-        #expect(try c.unary("billing.v1.Billing/SubmitReceipt", message: []).code == .unimplemented)
-        #expect(try c.unary("billing.v1.Billing/RestorePurchases", message: []).code == .unimplemented)
+        var create = CreateOrderRequest()
+        create.accountID = "a"; create.productID = "p"
+        let (order, _) = try c.call("billing.v1.Billing/CreateOrder", create, CreateOrderResponse.self)
+        var submit = SubmitReceiptRequest()
+        submit.orderID = order!.order!.orderID
+        submit.proof = .signedTransaction("a.b.c")
+        let (_, error) = try c.call("billing.v1.Billing/SubmitReceipt", submit, SubmitReceiptResponse.self)
+        #expect(error?.reason == "WRONG_APP")
     }
 
     @Test("many concurrent streams on one connection all complete")

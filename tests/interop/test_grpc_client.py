@@ -121,13 +121,12 @@ def test_default_limit_is_4_mib(server):
                                                      timeout=10), grpc.StatusCode.RESOURCE_EXHAUSTED, "MESSAGE_TOO_LARGE")
 
 
-def test_unimplemented_until_purchase_engine(server):
+def test_proofs_refused_without_bundle_id(server):
     with server.channel() as ch:
         stub = billing(ch)
-        expect_error(lambda: stub.SubmitReceipt(pb.SubmitReceiptRequest(order_id=str(uuid.uuid4())), timeout=5),
-                     grpc.StatusCode.UNIMPLEMENTED)
-        expect_error(lambda: stub.RestorePurchases(pb.RestorePurchasesRequest(account_id="a"), timeout=5),
-                     grpc.StatusCode.UNIMPLEMENTED)
+        order = stub.CreateOrder(pb.CreateOrderRequest(account_id="a", product_id="p"), timeout=5).order
+        expect_error(lambda: stub.SubmitReceipt(pb.SubmitReceiptRequest(order_id=order.order_id, signed_transaction="a.b.c"),
+                                                timeout=5), grpc.StatusCode.INVALID_ARGUMENT, "WRONG_APP")
 
 
 def test_unknown_method(server):

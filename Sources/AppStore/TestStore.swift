@@ -1,0 +1,200 @@
+public import Crypto
+import Foundation
+
+/// A local test store, like StoreKit Testing in Xcode: a root, an intermediate and a leaf with
+/// Apple's marker OIDs, kept as PEM files in one directory, signing StoreKit 2 transactions and
+/// StoreKit 1 app receipts that billingd accepts only when this root is configured (`--dev`).
+public final class TestStore: @unchecked Sendable {
+    // Sendable: every stored property is immutable after init.
+    public let directory: String
+    public let root: Certificate
+    public let intermediate: Certificate
+    public let leaf: Certificate
+    private let leafKey: PrivateKey
+
+    public struct Failure: Error, CustomStringConvertible {
+        public var description: String
+    }
+
+    static let files = ["root.pem", "root.key", "intermediate.pem", "intermediate.key", "leaf.pem", "leaf.key"]
+
+    /// The root certificate's path (what `--trust-root` takes).
+    public var rootPath: String { directory + "/root.pem" }
+
+    /// Opens the store in `directory`, creating the CA there first if `create` and it is missing.
+    public static func open(directory: String, create: Bool) throws(Failure) -> TestStore {
+        let fm = FileManager.default
+        let exists = files.allSatisfy { fm.fileExists(atPath: directory + "/" + $0) }
+        if !exists {
+            guard create else { throw Failure(description: "no test store in \(directory): run `billingctl teststore init \(directory)`") }
+            try initialize(directory: directory)
+        }
+        var contents: [String: [UInt8]] = [:]
+        for name in files {
+            guard let data = fm.contents(atPath: directory + "/" + name) else { throw Failure(description: "cannot read \(directory)/\(name)") }
+            contents[name] = [UInt8](data)
+        }
+        do throws(CryptoError) {
+            return TestStore(directory: directory, root: try Certificate.parse(contents["root.pem"]!),
+                             intermediate: try Certificate.parse(contents["intermediate.pem"]!),
+                             leaf: try Certificate.parse(contents["leaf.pem"]!), leafKey: try PrivateKey.parsePEM(contents["leaf.key"]!))
+        } catch {
+            throw Failure(description: "test store in \(directory) is damaged: \(error)")
+        }
+    }
+
+    private init(directory: String, root: Certificate, intermediate: Certificate, leaf: Certificate, leafKey: PrivateKey) {
+        self.directory = directory
+        self.root = root
+        self.intermediate = intermediate
+        self.leaf = leaf
+        self.leafKey = leafKey
+    }
+
+    /// Makes a fresh CA: EC P-256 root, intermediate (…6.2.1) and leaf (…6.11.1), valid from 2000 for decades.
+    public static func initialize(directory: String) throws(Failure) {
+        do {
+            try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
+        } catch {
+            throw Failure(description: "cannot create \(directory)")
+        }
+        let now = Int64(Date().timeIntervalSince1970)
+        let year: Int64 = 365 * 86400
+        do throws(CryptoError) {
+            let rootKey = try PrivateKey.generateP256(), intermediateKey = try PrivateKey.generateP256(), leafKey = try PrivateKey.generateP256()
+            let serial = Int(now % 1_000_000) * 10
+            let root = try CertificateIssuer.issue(
+                commonName: "billingd Test Store Root CA", organization: "billingd local test store", serial: serial + 1, key: rootKey,
+                issuer: nil, isCA: true, markerOIDs: [], notBefore: 946_684_800, notAfter: now + 30 * year)
+            let intermediate = try CertificateIssuer.issue(
+                commonName: "billingd Test Store Intermediate", organization: "billingd local test store", serial: serial + 2,
+                key: intermediateKey, issuer: .init(certificate: root, key: rootKey), isCA: true,
+                markerOIDs: [AppleOID.wwdrIntermediate], notBefore: 946_684_800, notAfter: now + 20 * year)
+            let leaf = try CertificateIssuer.issue(
+                commonName: "billingd Test Store Signing", organization: "billingd local test store", serial: serial + 3, key: leafKey,
+                issuer: .init(certificate: intermediate, key: intermediateKey), isCA: false,
+                markerOIDs: [AppleOID.receiptSigningLeaf], notBefore: 946_684_800, notAfter: now + 10 * year)
+            let contents: [(String, String)] = [
+                ("root.pem", CertificateIssuer.pem(root)), ("root.key", rootKey.pem()),
+                ("intermediate.pem", CertificateIssuer.pem(intermediate)), ("intermediate.key", intermediateKey.pem()),
+                ("leaf.pem", CertificateIssuer.pem(leaf)), ("leaf.key", leafKey.pem()),
+            ]
+            for (name, text) in contents {
+                let path = directory + "/" + name
+                guard FileManager.default.createFile(atPath: path, contents: Data(text.utf8),
+                                                     attributes: [.posixPermissions: name.hasSuffix(".key") ? 0o600 : 0o644]) else {
+                    throw CryptoError.library("cannot write \(path)")
+                }
+            }
+        } catch {
+            throw Failure(description: "cannot create the test store: \(error)")
+        }
+    }
+
+    /// A transaction to sign; names follow Apple's JWSTransactionDecodedPayload.
+    public struct Transaction: Sendable {
+        public var transactionID: String
+        public var originalTransactionID: String?
+        public var productID: String
+        /// `Consumable`, `Non-Consumable`, `Auto-Renewable Subscription`, `Non-Renewing Subscription`.
+        public var type: String
+        public var bundleID: String
+        public var environment: String
+        public var appAccountToken: String?
+        public var purchaseDate: Int64
+        public var expiresDate: Int64?
+        public var revocationDate: Int64?
+        public var revocationReason: Int?
+        public var quantity: Int
+        public var signedDate: Int64?
+
+        public init(transactionID: String, productID: String, type: String = "Non-Consumable", bundleID: String,
+                    environment: String = "Xcode", purchaseDate: Int64) {
+            self.transactionID = transactionID
+            self.productID = productID
+            self.type = type
+            self.bundleID = bundleID
+            self.environment = environment
+            self.purchaseDate = purchaseDate
+            self.quantity = 1
+        }
+
+        var json: [String: Any] {
+            var o: [String: Any] = [
+                "transactionId": transactionID, "originalTransactionId": originalTransactionID ?? transactionID,
+                "productId": productID, "type": type, "bundleId": bundleID, "environment": environment,
+                "purchaseDate": purchaseDate, "originalPurchaseDate": purchaseDate, "quantity": quantity,
+                "signedDate": signedDate ?? Int64(Date().timeIntervalSince1970 * 1000),
+                "inAppOwnershipType": "PURCHASED", "transactionReason": "PURCHASE", "storefront": "USA", "storefrontId": "143441",
+            ]
+            if let appAccountToken { o["appAccountToken"] = appAccountToken }
+            if let expiresDate { o["expiresDate"] = expiresDate }
+            if let revocationDate { o["revocationDate"] = revocationDate }
+            if let revocationReason { o["revocationReason"] = revocationReason }
+            return o
+        }
+    }
+
+    /// A compact JWS of `payload`, signed by the leaf, with x5c = [leaf, intermediate, root].
+    public func signJWS(_ payload: [String: Any], algorithm: String = "ES256") throws(Failure) -> String {
+        let header: [String: Any] = ["alg": algorithm, "x5c": [leaf.der, intermediate.der, root.der].map { Data($0).base64EncodedString() }]
+        guard let h = try? JSONSerialization.data(withJSONObject: header, options: [.sortedKeys]),
+              let p = try? JSONSerialization.data(withJSONObject: payload, options: [.sortedKeys]) else {
+            throw Failure(description: "payload is not JSON")
+        }
+        let input = JWS.base64URL([UInt8](h)) + "." + JWS.base64URL([UInt8](p))
+        do {
+            return input + "." + JWS.base64URL(try leafKey.signES256(Array(input.utf8)))
+        } catch {
+            throw Failure(description: "signing failed: \(error)")
+        }
+    }
+
+    public func signedTransaction(_ t: Transaction) throws(Failure) -> String { try signJWS(t.json) }
+
+    /// A base64 app receipt (PKCS#7 SignedData over the ASN.1 payload) holding `inApp`.
+    public func appReceipt(bundleID: String, receiptType: String = "Xcode", applicationVersion: String = "1",
+                           creationDate: Int64? = nil, inApp: [AppReceipt.InAppPurchase]) throws(Failure) -> String {
+        let creationDate = creationDate ?? Int64(Date().timeIntervalSince1970 * 1000)
+        let payload = Self.receiptPayload(bundleID: bundleID, receiptType: receiptType, applicationVersion: applicationVersion,
+                                          creationDate: creationDate, inApp: inApp)
+        do {
+            return Data(try ReceiptSigner.sign(content: payload, certificate: leaf, key: leafKey, chain: [intermediate])).base64EncodedString()
+        } catch {
+            throw Failure(description: "signing failed: \(error)")
+        }
+    }
+
+    /// The DER payload Apple's receipts carry (attribute numbers as documented).
+    public static func receiptPayload(bundleID: String, receiptType: String, applicationVersion: String, creationDate: Int64,
+                                      inApp: [AppReceipt.InAppPurchase]) -> [UInt8] {
+        func attribute(_ type: Int64, _ value: [UInt8]) -> [UInt8] {
+            ASN1.sequence([ASN1.encodeInteger(type), ASN1.encodeInteger(1), ASN1.octetString(value)])
+        }
+        var attributes = [
+            attribute(0, ASN1.utf8String(receiptType)), attribute(2, ASN1.utf8String(bundleID)),
+            attribute(3, ASN1.utf8String(applicationVersion)), attribute(12, ASN1.ia5String(date(creationDate))),
+            attribute(19, ASN1.utf8String("1.0")),
+        ]
+        for p in inApp {
+            var fields = [attribute(1701, ASN1.encodeInteger(Int64(p.quantity ?? 1)))]
+            if let v = p.productID { fields.append(attribute(1702, ASN1.utf8String(v))) }
+            if let v = p.transactionID { fields.append(attribute(1703, ASN1.utf8String(v))) }
+            if let v = p.purchaseDate { fields.append(attribute(1704, ASN1.ia5String(date(v)))) }
+            fields.append(attribute(1705, ASN1.utf8String(p.originalTransactionID ?? p.transactionID ?? "")))
+            if let v = p.originalPurchaseDate ?? p.purchaseDate { fields.append(attribute(1706, ASN1.ia5String(date(v)))) }
+            if let v = p.expiresDate { fields.append(attribute(1708, ASN1.ia5String(date(v)))) }
+            if let v = p.cancellationDate { fields.append(attribute(1712, ASN1.ia5String(date(v)))) }
+            attributes.append(attribute(17, ASN1.set(fields)))
+        }
+        return ASN1.set(attributes)
+    }
+
+    /// `2025-12-26T18:39:47Z` for milliseconds since 1970.
+    static func date(_ ms: Int64) -> String {
+        var t = time_t(ms / 1000)
+        var tm = tm()
+        gmtime_r(&t, &tm)
+        return String(format: "%04d-%02d-%02dT%02d:%02d:%02dZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec)
+    }
+}

@@ -1,0 +1,124 @@
+/// SubmitReceipt and RestorePurchases: verify the proof, match it to the order, complete exactly once.
+public final class PurchaseEngine: Sendable {
+    /// What SubmitReceipt was handed.
+    public enum Proof: Sendable, Equatable {
+        case signedTransaction(String)
+        case appReceipt(String)
+    }
+
+    public static let maxSignedTransactions = 100
+    public static let maxTransactionIDBytes = 64
+
+    public let orders: OrderService
+    public let verifier: any ProofVerifier
+    public let restorePolicy: RestorePolicy
+    private let clock: any WallClock
+
+    public init(orders: OrderService, verifier: any ProofVerifier, restorePolicy: RestorePolicy = .transfer,
+                clock: any WallClock = SystemClock()) {
+        self.orders = orders
+        self.verifier = verifier
+        self.restorePolicy = restorePolicy
+        self.clock = clock
+    }
+
+    private var catalog: Catalog? { orders.catalog }
+
+    /// The catalog's product kind wins over what the signed data says.
+    private func classify(_ t: StoreTransaction) -> StoreTransaction {
+        var t = t
+        if let kind = catalog?.product(t.productID)?.kind { t.productKind = kind }
+        return t
+    }
+
+    /// Verifies `proof` and completes `orderID` with it.
+    public func submitReceipt(orderID rawOrderID: String, proof: Proof?, transactionID: String,
+                              abandoned: @escaping @Sendable () -> Bool = { false },
+                              completion: @escaping @Sendable (Result<CompletedPurchase, BillingError>) -> Void) {
+        guard !rawOrderID.isEmpty else { return completion(.failure(.invalidField(field: "order_id", problem: "is required"))) }
+        guard let orderID = OrderID.canonical(rawOrderID) else {
+            return completion(.failure(.invalidField(field: "order_id", problem: "is not a UUID")))
+        }
+        guard transactionID.utf8.count <= Self.maxTransactionIDBytes else {
+            return completion(.failure(.invalidField(field: "transaction_id", problem: "is longer than \(Self.maxTransactionIDBytes) bytes")))
+        }
+        var candidates: [StoreTransaction]
+        switch proof {
+        case nil:
+            return completion(.failure(.invalidField(field: "proof", problem: "is required: signed_transaction or app_receipt")))
+        case .signedTransaction(let jws):
+            guard !jws.isEmpty else { return completion(.failure(.invalidField(field: "signed_transaction", problem: "is empty"))) }
+            switch verifier.verifySignedTransaction(jws) {
+            case .success(let t): candidates = [classify(t)]
+            case .failure(let e): return completion(.failure(e))
+            }
+        case .appReceipt(let receipt):
+            guard !receipt.isEmpty else { return completion(.failure(.invalidField(field: "app_receipt", problem: "is empty"))) }
+            switch verifier.verifyAppReceipt(receipt) {
+            case .success(let all):
+                candidates = all.map(classify)
+                if !transactionID.isEmpty {
+                    candidates = candidates.filter { $0.transactionID == transactionID }
+                    if candidates.isEmpty {
+                        return completion(.failure(.transactionNotFound(detail: "transaction \(transactionID) is not in the receipt")))
+                    }
+                }
+                // Newest first: without a transaction_id the newest unclaimed purchase of the product pays.
+                candidates.sort { ($0.purchaseTimeMs, $0.transactionID) > ($1.purchaseTimeMs, $1.transactionID) }
+            case .failure(let e): return completion(.failure(e))
+            }
+        }
+        if case .signedTransaction = proof, !transactionID.isEmpty, candidates.first?.transactionID != transactionID {
+            return completion(.failure(.transactionNotFound(detail: "transaction_id \(transactionID) is not the signed transaction")))
+        }
+        orders.store.complete(orderID: orderID, candidates: candidates, check: Self.check, nowMs: clock.nowMilliseconds(),
+                              abandoned: abandoned, completion: completion)
+    }
+
+    /// Whether `t` may pay `order`: same product, the order's account token, not revoked.
+    static let check: @Sendable (Order, StoreTransaction) -> BillingError? = { order, t in
+        if t.productID != order.productID { return .productMismatch(orderProduct: order.productID, proofProduct: t.productID) }
+        if let token = t.appAccountToken, !token.isEmpty, OrderID.canonical(token) != order.id {
+            return .accountTokenMismatch(orderID: order.id)
+        }
+        if t.isRevoked { return .transactionRevoked(transactionID: t.transactionID) }
+        return nil
+    }
+
+    /// Verifies what the account proves it owns, records it, and answers its entitlements.
+    public func restorePurchases(accountID: String, appReceipt: String, signedTransactions: [String],
+                                 completion: @escaping @Sendable (Result<[Entitlement], BillingError>) -> Void) {
+        do throws(BillingError) {
+            try OrderService.checkText(accountID, field: "account_id", max: OrderService.Limits.accountID, required: true)
+        } catch {
+            return completion(.failure(error))
+        }
+        guard !appReceipt.isEmpty || !signedTransactions.isEmpty else {
+            return completion(.failure(.invalidField(field: "proof", problem: "is required: app_receipt or signed_transactions")))
+        }
+        guard signedTransactions.count <= Self.maxSignedTransactions else {
+            return completion(.failure(.invalidField(field: "signed_transactions", problem: "holds more than \(Self.maxSignedTransactions)")))
+        }
+        var proven: [StoreTransaction] = []
+        if !appReceipt.isEmpty {
+            switch verifier.verifyAppReceipt(appReceipt) {
+            case .success(let all): proven += all.map(classify)
+            case .failure(let e): return completion(.failure(e))
+            }
+        }
+        for (i, jws) in signedTransactions.enumerated() {
+            guard !jws.isEmpty else {
+                return completion(.failure(.invalidField(field: "signed_transactions", problem: "entry \(i) is empty")))
+            }
+            switch verifier.verifySignedTransaction(jws) {
+            case .success(let t): proven.append(classify(t))
+            case .failure(let e): return completion(.failure(e))
+            }
+        }
+        let catalog = self.catalog
+        let clock = self.clock
+        orders.store.restore(accountID: accountID, transactions: proven, policy: restorePolicy) { result in
+            completion(result.map { PurchaseRules.entitlements($0, catalog: catalog, nowMs: clock.nowMilliseconds()) })
+        }
+    }
+}

@@ -1,0 +1,96 @@
+public import AppStore
+public import Billing
+
+/// `ProofVerifier` over the App Store verifiers: maps verified payloads to store transactions
+/// and verification failures to the reasons of ERRORS.md.
+public final class AppStoreProofVerifier: ProofVerifier {
+    public let signedData: SignedDataVerifier
+    public let receipts: AppReceiptVerifier
+    /// Called with (kind, result) for every verification: `jws`/`receipt`, `ok` or the failure kind.
+    private let observe: @Sendable (String, String) -> Void
+
+    public init(settings: VerifierSettings, observe: @escaping @Sendable (String, String) -> Void = { _, _ in }) {
+        signedData = SignedDataVerifier(settings: settings)
+        receipts = AppReceiptVerifier(settings: settings)
+        self.observe = observe
+    }
+
+    public func verifySignedTransaction(_ jws: String) -> Result<StoreTransaction, BillingError> {
+        let result = signedData.verifyTransaction(jws)
+        switch result {
+        case .failure(let f):
+            observe("jws", f.kind)
+            return .failure(Self.map(f))
+        case .success(let p):
+            guard let id = p.transactionID, !id.isEmpty, let product = p.productID, !product.isEmpty,
+                  let purchase = p.purchaseDate else {
+                observe("jws", "malformed")
+                return .failure(.receiptMalformed(detail: "the transaction lacks transactionId, productId or purchaseDate"))
+            }
+            observe("jws", "ok")
+            return .success(StoreTransaction(
+                transactionID: id, originalTransactionID: p.originalTransactionID ?? id, productID: product,
+                productKind: p.type.flatMap(Self.kind), purchaseTimeMs: purchase, expiresTimeMs: p.expiresDate ?? 0,
+                revocationTimeMs: p.revocationDate ?? 0, quantity: max(1, p.quantity ?? 1),
+                environment: Self.environment(p.environment), appAccountToken: p.appAccountToken?.lowercased(),
+                bundleID: p.bundleID ?? ""))
+        }
+    }
+
+    public func verifyAppReceipt(_ base64: String) -> Result<[StoreTransaction], BillingError> {
+        switch receipts.verify(base64: base64) {
+        case .failure(let f):
+            observe("receipt", f.kind)
+            return .failure(Self.map(f))
+        case .success(let r):
+            observe("receipt", "ok")
+            let environment: StoreEnvironment = switch r.environment {
+            case .sandbox: .sandbox
+            case .xcode, .localTesting: .xcode
+            default: .production
+            }
+            return .success(r.inApp.compactMap { p in
+                guard let id = p.transactionID, !id.isEmpty, let product = p.productID, !product.isEmpty else { return nil }
+                return StoreTransaction(
+                    transactionID: id, originalTransactionID: p.originalTransactionID ?? id, productID: product, productKind: nil,
+                    purchaseTimeMs: p.purchaseDate ?? 0, expiresTimeMs: p.expiresDate ?? 0, revocationTimeMs: p.cancellationDate ?? 0,
+                    quantity: max(1, p.quantity ?? 1), environment: environment, appAccountToken: nil, bundleID: r.bundleID ?? "")
+            })
+        }
+    }
+
+    static func map(_ f: VerificationFailure) -> BillingError {
+        switch f {
+        case .malformed(let d): .receiptMalformed(detail: d)
+        case .untrusted(let d): .receiptUntrusted(detail: d)
+        case .wrongApp(let d): .wrongApp(detail: d)
+        case .environmentNotAllowed(let d): .environmentNotAllowed(environment: d)
+        }
+    }
+
+    static func kind(_ type: String) -> ProductKind? {
+        switch type {
+        case "Auto-Renewable Subscription": .autoRenewableSubscription
+        case "Non-Consumable": .nonConsumable
+        case "Consumable": .consumable
+        case "Non-Renewing Subscription": .nonRenewingSubscription
+        default: nil
+        }
+    }
+
+    static func environment(_ e: String?) -> StoreEnvironment {
+        switch e {
+        case "Sandbox": .sandbox
+        case "Xcode", "LocalTesting": .xcode
+        default: .production
+        }
+    }
+}
+
+/// Refuses every proof: billingd started without bundle ids or trust roots.
+public struct UnconfiguredProofVerifier: ProofVerifier {
+    public let reason: BillingError
+    public init(reason: BillingError) { self.reason = reason }
+    public func verifySignedTransaction(_ jws: String) -> Result<StoreTransaction, BillingError> { .failure(reason) }
+    public func verifyAppReceipt(_ base64: String) -> Result<[StoreTransaction], BillingError> { .failure(reason) }
+}
