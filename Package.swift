@@ -55,6 +55,9 @@ let package = Package(
         .testTarget(name: "RPCTests", dependencies: ["RPC", "ProtoWire"], swiftSettings: strict),
         .testTarget(name: "BillingTests", dependencies: ["Billing", "BillingService", "BillingAPI", "RPC", "ProtoWire"], swiftSettings: strict),
         .testTarget(name: "AppStoreTests", dependencies: ["AppStore", "Crypto", "ProtoWire"], swiftSettings: strict),
+        .testTarget(
+            name: "PurchaseTests", dependencies: ["Billing", "BillingService", "AppStore", "Crypto", "Storage"],
+            swiftSettings: strict),
         .testTarget(name: "StorageTests", dependencies: ["Storage", "Billing"], swiftSettings: strict),
         .testTarget(
             name: "ServerTests",

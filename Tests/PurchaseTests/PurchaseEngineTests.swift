@@ -1,0 +1,268 @@
+import AppStore
+import Billing
+import BillingService
+import Crypto
+import Foundation
+import Storage
+import Synchronization
+import Testing
+
+/// A real test store (OpenSSL keys and signatures) shared by the purchase tests.
+enum Shop {
+    static let store: TestStore = {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("billing-teststore-\(UUID().uuidString)").path
+        return try! TestStore.open(directory: dir, create: true)
+    }()
+
+    static let bundle = "com.example.app"
+    static let now: Int64 = 1_790_000_000_000
+
+    static func verifier(environments: Set<AppStoreEnvironment> = [.xcode, .sandbox]) -> AppStoreProofVerifier {
+        AppStoreProofVerifier(settings: VerifierSettings(anchors: TrustAnchors(roots: [store.root]), bundleIDs: [bundle],
+                                                         environments: environments, now: { now }))
+    }
+
+    static func jws(_ id: String, product: String = "com.example.premium", type: String = "Non-Consumable", token: String? = nil,
+                    purchase: Int64 = now - 1000, expires: Int64? = nil, revoked: Int64? = nil, original: String? = nil,
+                    environment: String = "Xcode", bundle: String = Shop.bundle) -> String {
+        var t = TestStore.Transaction(transactionID: id, productID: product, type: type, bundleID: bundle, environment: environment,
+                                      purchaseDate: purchase)
+        t.appAccountToken = token
+        t.expiresDate = expires
+        t.revocationDate = revoked
+        t.originalTransactionID = original
+        t.signedDate = now
+        return try! store.signedTransaction(t)
+    }
+
+    static func receipt(_ purchases: [(product: String, id: String, purchase: Int64, expires: Int64?)], bundle: String = Shop.bundle) -> String {
+        let inApp = purchases.map { p -> AppReceipt.InAppPurchase in
+            var r = AppReceipt.InAppPurchase()
+            r.productID = p.product
+            r.transactionID = p.id
+            r.purchaseDate = p.purchase
+            r.expiresDate = p.expires
+            r.quantity = 1
+            return r
+        }
+        return try! store.appReceipt(bundleID: bundle, receiptType: "Xcode", creationDate: now, inApp: inApp)
+    }
+}
+
+struct Backend: Sendable, CustomTestStringConvertible {
+    let name: String
+    let make: @Sendable () -> any OrderStore
+    var testDescription: String { name }
+    static let all = [
+        Backend(name: "memory") { InMemoryOrderStore() },
+        Backend(name: "sqlite") {
+            let dir = FileManager.default.temporaryDirectory.appendingPathComponent("billing-purchase-\(UUID().uuidString)")
+            try! FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+            return try! SQLiteOrderStore(path: dir.appendingPathComponent("o.db").path)
+        },
+    ]
+}
+
+func wait<T: Sendable>(_ start: (@escaping @Sendable (T) -> Void) -> Void) -> T {
+    let box = Mutex<T?>(nil)
+    let done = DispatchSemaphore(value: 0)
+    start { value in
+        box.withLock { $0 = value }
+        done.signal()
+    }
+    precondition(done.wait(timeout: .now() + 20) == .success, "no answer within 20 s")
+    return box.withLock { $0! }
+}
+
+/// An engine over a backend, with helpers that wait for answers.
+struct Harness {
+    let store: any OrderStore
+    let engine: PurchaseEngine
+
+    init(_ backend: Backend, policy: RestorePolicy = .transfer, catalog: Catalog? = nil) {
+        store = backend.make()
+        let clock = ManualClock(milliseconds: Shop.now)
+        engine = PurchaseEngine(orders: OrderService(store: store, catalog: catalog, clock: clock), verifier: Shop.verifier(),
+                                restorePolicy: policy, clock: clock)
+    }
+
+    func order(_ account: String = "acct", product: String = "com.example.premium") -> Billing.Order {
+        let r: Result<Billing.Order, BillingError> = wait { engine.orders.createOrder(.init(accountID: account, productID: product), completion: $0) }
+        return try! r.get()
+    }
+
+    func submit(_ orderID: String, _ proof: PurchaseEngine.Proof?, transactionID: String = "") -> Result<CompletedPurchase, BillingError> {
+        wait { engine.submitReceipt(orderID: orderID, proof: proof, transactionID: transactionID, completion: $0) }
+    }
+
+    func restore(_ account: String, receipt: String = "", jws: [String] = []) -> Result<[Billing.Entitlement], BillingError> {
+        wait { engine.restorePurchases(accountID: account, appReceipt: receipt, signedTransactions: jws, completion: $0) }
+    }
+
+    func get(_ id: String) -> Billing.Order {
+        let r: Result<Billing.Order, BillingError> = wait { engine.orders.getOrder(id: id, completion: $0) }
+        return try! r.get()
+    }
+}
+
+extension Result {
+    var failure: Failure? {
+        if case .failure(let f) = self { return f }
+        return nil
+    }
+}
+
+@Suite("Purchase engine: exactly-once crediting", .serialized)
+struct PurchaseEngineTests {
+    @Test("a signed transaction completes its order once; a retry answers already_processed", arguments: Backend.all)
+    func completeOnce(_ backend: Backend) throws {
+        let h = Harness(backend)
+        defer { h.store.close() }
+        let order = h.order()
+        let jws = Shop.jws("1001", token: order.id)
+        let first = try h.submit(order.id, .signedTransaction(jws)).get()
+        #expect(!first.alreadyProcessed)
+        #expect(first.order.state == .completed)
+        #expect(first.order.transactionID == "1001")
+        #expect(first.order.environment == .xcode)
+        #expect(first.transaction.appAccountToken == order.id)
+        let again = try h.submit(order.id.uppercased(), .signedTransaction(jws)).get()
+        #expect(again.alreadyProcessed)
+        #expect(again.order == first.order)
+        #expect(h.get(order.id) == first.order)
+    }
+
+    @Test("the same transaction cannot pay a second order, of this or another account", arguments: Backend.all)
+    func claimed(_ backend: Backend) {
+        let h = Harness(backend)
+        defer { h.store.close() }
+        let a = h.order("acct"), b = h.order("acct"), c = h.order("other")
+        let jws = Shop.jws("2002")
+        _ = try! h.submit(a.id, .signedTransaction(jws)).get()
+        #expect(h.submit(b.id, .signedTransaction(jws)).failure == .transactionAlreadyClaimed(transactionID: "2002"))
+        #expect(h.submit(c.id, .signedTransaction(jws)).failure == .transactionAlreadyClaimed(transactionID: "2002"))
+        #expect(h.get(b.id).state == .pending)
+    }
+
+    @Test("product, account token, revocation and order state are checked", arguments: Backend.all)
+    func refusals(_ backend: Backend) {
+        let h = Harness(backend)
+        defer { h.store.close() }
+        let order = h.order()
+        #expect(h.submit(order.id, .signedTransaction(Shop.jws("3001", product: "com.example.other"))).failure
+            == .productMismatch(orderProduct: "com.example.premium", proofProduct: "com.example.other"))
+        #expect(h.submit(order.id, .signedTransaction(Shop.jws("3002", token: UUID().uuidString.lowercased()))).failure
+            == .accountTokenMismatch(orderID: order.id))
+        #expect(h.submit(order.id, .signedTransaction(Shop.jws("3003", revoked: Shop.now - 10))).failure
+            == .transactionRevoked(transactionID: "3003"))
+        _ = try! h.submit(order.id, .signedTransaction(Shop.jws("3004"))).get()
+        #expect(h.submit(order.id, .signedTransaction(Shop.jws("3005"))).failure == .orderNotPending(orderID: order.id, state: .completed))
+        #expect(h.submit("00000000-0000-4000-8000-000000000000", .signedTransaction(Shop.jws("3006"))).failure
+            == .orderNotFound(orderID: "00000000-0000-4000-8000-000000000000"))
+        #expect(h.submit("nope", .signedTransaction(Shop.jws("3007"))).failure == .invalidField(field: "order_id", problem: "is not a UUID"))
+        #expect(h.submit(order.id, nil).failure == .invalidField(field: "proof", problem: "is required: signed_transaction or app_receipt"))
+        // An upper-case appAccountToken is the same UUID.
+        let second = h.order()
+        #expect((try? h.submit(second.id, .signedTransaction(Shop.jws("3008", token: second.id.uppercased()))).get()) != nil)
+    }
+
+    @Test("verification failures carry their reason", arguments: Backend.all)
+    func verification(_ backend: Backend) {
+        let h = Harness(backend)
+        defer { h.store.close() }
+        let order = h.order()
+        guard case .receiptMalformed = h.submit(order.id, .signedTransaction("not-a-jws")).failure else { Issue.record("malformed"); return }
+        guard case .wrongApp = h.submit(order.id, .signedTransaction(Shop.jws("4001", bundle: "com.example.other"))).failure else {
+            Issue.record("wrong app"); return
+        }
+        guard case .environmentNotAllowed = h.submit(order.id, .signedTransaction(Shop.jws("4002", environment: "Production"))).failure else {
+            Issue.record("environment"); return
+        }
+        guard case .receiptMalformed = h.submit(order.id, .appReceipt("%%%")).failure else { Issue.record("receipt"); return }
+        #expect(h.get(order.id).state == .pending)
+    }
+
+    @Test("app receipts: transaction_id picks, otherwise the newest unclaimed purchase of the product", arguments: Backend.all)
+    func receipts(_ backend: Backend) throws {
+        let h = Harness(backend)
+        defer { h.store.close() }
+        let receipt = Shop.receipt([("com.example.premium", "5001", Shop.now - 3000, nil), ("com.example.premium", "5002", Shop.now - 2000, nil),
+                                    ("com.example.other", "5003", Shop.now - 1000, nil)])
+        let a = h.order(), b = h.order(), c = h.order(), d = h.order()
+        #expect(try h.submit(a.id, .appReceipt(receipt)).get().transaction.transactionID == "5002")
+        #expect(try h.submit(b.id, .appReceipt(receipt)).get().transaction.transactionID == "5001")
+        guard case .transactionNotFound = h.submit(c.id, .appReceipt(receipt)).failure else { Issue.record("all claimed"); return }
+        guard case .transactionNotFound = h.submit(c.id, .appReceipt(receipt), transactionID: "9999").failure else { Issue.record("id"); return }
+        #expect(h.submit(c.id, .appReceipt(receipt), transactionID: "5003").failure
+            == .productMismatch(orderProduct: "com.example.premium", proofProduct: "com.example.other"))
+        #expect(h.submit(d.id, .appReceipt(receipt), transactionID: "5001").failure == .transactionAlreadyClaimed(transactionID: "5001"))
+        // The retry of a's receipt answers a's transaction.
+        let again = try h.submit(a.id, .appReceipt(receipt)).get()
+        #expect(again.alreadyProcessed && again.transaction.transactionID == "5002")
+    }
+
+    @Test("restore: non-consumables and subscriptions, never consumables; active by expiry and revocation", arguments: Backend.all)
+    func restore(_ backend: Backend) throws {
+        let h = Harness(backend)
+        defer { h.store.close() }
+        let jws = [
+            Shop.jws("6001", product: "premium"),
+            Shop.jws("6002", product: "coins", type: "Consumable"),
+            Shop.jws("6003", product: "pro.monthly", type: "Auto-Renewable Subscription", expires: Shop.now + 86_400_000, original: "6000"),
+            Shop.jws("6004", product: "old.monthly", type: "Auto-Renewable Subscription", expires: Shop.now - 1, original: "5990"),
+            Shop.jws("6005", product: "refunded", revoked: Shop.now - 5),
+        ]
+        let e = try h.restore("acct", jws: jws).get()
+        #expect(e.map(\.productID) == ["old.monthly", "premium", "pro.monthly", "refunded"])
+        #expect(e.first { $0.productID == "pro.monthly" }?.active == true)
+        #expect(e.first { $0.productID == "pro.monthly" }?.originalTransactionID == "6000")
+        #expect(e.first { $0.productID == "old.monthly" }?.active == false)
+        #expect(e.first { $0.productID == "refunded" }?.active == false)
+        #expect(e.first { $0.productID == "premium" }?.active == true)
+    }
+
+    @Test("restore moves a purchase to the restoring account under transfer, not under keep", arguments: Backend.all)
+    func restorePolicy(_ backend: Backend) throws {
+        let transfer = Harness(backend, policy: .transfer)
+        defer { transfer.store.close() }
+        let jws = Shop.jws("7001", product: "premium")
+        #expect(try transfer.restore("alice", jws: [jws]).get().count == 1)
+        #expect(try transfer.restore("bob", jws: [jws]).get().count == 1)
+        #expect(try transfer.restore("alice", jws: []).failure != nil)  // no proof: INVALID_FIELD
+        #expect(try transfer.restore("alice", jws: [Shop.jws("7002", product: "other")]).get().map(\.productID) == ["other"])
+
+        let keep = Harness(backend, policy: .keep)
+        defer { keep.store.close() }
+        #expect(try keep.restore("alice", jws: [jws]).get().count == 1)
+        #expect(try keep.restore("bob", jws: [jws]).get().isEmpty)
+    }
+
+    @Test("a purchase restored first can still pay the same account's order; another account's cannot", arguments: Backend.all)
+    func restoredThenSubmitted(_ backend: Backend) throws {
+        let h = Harness(backend)
+        defer { h.store.close() }
+        let jws = Shop.jws("8001")
+        _ = try h.restore("acct", jws: [jws]).get()
+        let other = h.order("someone-else")
+        #expect(h.submit(other.id, .signedTransaction(jws)).failure == .transactionAlreadyClaimed(transactionID: "8001"))
+        let mine = h.order("acct")
+        #expect(try h.submit(mine.id, .signedTransaction(jws)).get().order.state == .completed)
+        #expect(try h.restore("acct", jws: [jws]).get().first?.orderID == mine.id)
+    }
+
+    @Test("50 concurrent submissions of one transaction for 50 orders: exactly one completes")
+    func concurrentClaims() throws {
+        let h = Harness(Backend.all[1])
+        defer { h.store.close() }
+        let orders = (0..<50).map { _ in h.order() }
+        let jws = Shop.jws("9001")
+        let results = Mutex<[Result<CompletedPurchase, BillingError>]>([])
+        DispatchQueue.concurrentPerform(iterations: 50) { i in
+            let r = h.submit(orders[i].id, .signedTransaction(jws))
+            results.withLock { $0.append(r) }
+        }
+        let all = results.withLock { $0 }
+        #expect(all.filter { (try? $0.get()) != nil }.count == 1)
+        #expect(all.filter { $0.failure == .transactionAlreadyClaimed(transactionID: "9001") }.count == 49)
+    }
+}
