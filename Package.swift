@@ -54,7 +54,8 @@ let package = Package(
             swiftSettings: strict),
         .testTarget(name: "RPCTests", dependencies: ["RPC", "ProtoWire"], swiftSettings: strict),
         .testTarget(name: "BillingTests", dependencies: ["Billing", "BillingService", "BillingAPI", "RPC", "ProtoWire"], swiftSettings: strict),
-        .testTarget(name: "AppStoreTests", dependencies: ["AppStore", "Crypto", "ProtoWire"], swiftSettings: strict),
+        .testTarget(
+            name: "AppStoreTests", dependencies: ["AppStore", "Crypto", "ProtoWire"], exclude: ["corpus"], swiftSettings: strict),
         .testTarget(
             name: "PurchaseTests", dependencies: ["Billing", "BillingService", "AppStore", "Crypto", "Storage"],
             swiftSettings: strict),

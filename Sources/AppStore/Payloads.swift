@@ -43,7 +43,9 @@ struct JSONFields {
     func int64(_ key: String) -> Int64? {
         if let n = object[key] as? NSNumber {
             let d = n.doubleValue
-            if d == d.rounded(), abs(d) < 9.2e18 { return n.int64Value }
+            // Out-of-range or non-finite numbers are absent, never a trap (found by FuzzTests).
+            guard d.isFinite, abs(d) < 9.2e18 else { return nil }
+            if d == d.rounded() { return n.int64Value }
             return Int64(d.rounded(.down))
         }
         return nil
