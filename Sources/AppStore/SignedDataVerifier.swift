@@ -79,7 +79,7 @@ public final class SignedDataVerifier: Sendable {
         verify(signed, date: { $0.millis("signedDate") }) { fields throws(VerificationFailure) in
             let p = NotificationPayload(fields)
             let scope = p.scope
-            try checkBundle(scope.bundleID, appAppleID: scope.appAppleID, environment: scope.environment)
+            try checkBundle(scope.bundleID, appAppleID: .some(scope.appAppleID), environment: scope.environment)
             try checkEnvironment(scope.environment)
             return p
         }
@@ -88,7 +88,7 @@ public final class SignedDataVerifier: Sendable {
     public func verifyAppTransaction(_ signed: String) -> Result<AppTransactionPayload, VerificationFailure> {
         verify(signed, date: { $0.millis("receiptCreationDate") }) { fields throws(VerificationFailure) in
             let p = AppTransactionPayload(fields)
-            try checkBundle(p.bundleID, appAppleID: p.appAppleID, environment: p.receiptType)
+            try checkBundle(p.bundleID, appAppleID: .some(p.appAppleID), environment: p.receiptType)
             try checkEnvironment(p.receiptType)
             return p
         }
@@ -96,14 +96,18 @@ public final class SignedDataVerifier: Sendable {
 
     // MARK: Checks
 
-    private func checkBundle(_ bundleID: String?, appAppleID: Int64? = nil, environment: String? = nil) throws(VerificationFailure) {
+    /// Bundle id always; appAppleId only for data that carries one (notifications, app transactions).
+    private func checkBundle(_ bundleID: String?, appAppleID: Int64?? = nil, environment: String? = nil) throws(VerificationFailure) {
         if !settings.bundleIDs.isEmpty {
             guard let bundleID, settings.bundleIDs.contains(bundleID) else {
                 throw .wrongApp("bundle id \(bundleID ?? "(none)") is not served here")
             }
         }
-        if environment == AppStoreEnvironment.production.rawValue, let expected = settings.appAppleID, appAppleID != expected {
-            throw .wrongApp("appAppleId \(appAppleID.map(String.init) ?? "(none)") is not \(expected)")
+        // Apple checks appAppleId when the verifier is for production; billingd, which may accept several
+        // environments, checks it for production data and whenever production is the only one accepted.
+        let production = environment == AppStoreEnvironment.production.rawValue || settings.environments == [.production]
+        if production, let carried = appAppleID, let expected = settings.appAppleID, carried != expected {
+            throw .wrongApp("appAppleId \(carried.map(String.init) ?? "(none)") is not \(expected)")
         }
     }
 

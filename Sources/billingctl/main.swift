@@ -21,6 +21,8 @@ commands:
   teststore receipt [--bundle-id ID] [--receipt-type Xcode|ProductionSandbox|Production]
         --purchase PRODUCT:TRANSACTION_ID[:PURCHASE_MS[:EXPIRES_MS]] ... [--store DIR]
   demo [--store DIR] [--bundle-id ID] [--product ID]   CreateOrder -> signed purchase -> SubmitReceipt -> retry -> Restore
+  verify FILE|- [--kind transaction|renewal|notification|app-transaction|receipt] --root PATH ... [--bundle-id ID]
+        [--environment sandbox,production,xcode] [--app-apple-id N] [--now MS]   offline verdict (exit 3 when refused)
 Values given as @PATH are read from that file. The test store lives in --store (default ./teststore).
 The address defaults to $BILLING_ADDR or 127.0.0.1:50051. Answers print as JSON on stdout;
 errors print as JSON on stderr with exit status 1 (2 for usage errors).
@@ -147,6 +149,8 @@ func run() throws {
         try TestStoreCommand.run(options)
     case "demo":
         try Demo.run(options)
+    case "verify":
+        try VerifyCommand.run(options)
     default:
         throw Usage(message: "unknown command '\(options.command)'")
     }
