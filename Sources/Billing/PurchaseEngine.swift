@@ -71,8 +71,11 @@ public final class PurchaseEngine: Sendable {
         if case .signedTransaction = proof, !transactionID.isEmpty, candidates.first?.transactionID != transactionID {
             return completion(.failure(.transactionNotFound(detail: "transaction_id \(transactionID) is not the signed transaction")))
         }
-        orders.store.complete(orderID: orderID, candidates: candidates, check: Self.check, nowMs: clock.nowMilliseconds(),
-                              abandoned: abandoned, completion: completion)
+        // Without a transaction_id an app receipt's other products are not candidates at all.
+        var autoPick = false
+        if case .appReceipt = proof, transactionID.isEmpty { autoPick = true }
+        orders.store.complete(orderID: orderID, candidates: candidates, check: autoPick ? Self.checkPicked : Self.check,
+                              nowMs: clock.nowMilliseconds(), abandoned: abandoned, completion: completion)
     }
 
     /// Whether `t` may pay `order`: same product, the order's account token, not revoked.
@@ -83,6 +86,14 @@ public final class PurchaseEngine: Sendable {
         }
         if t.isRevoked { return .transactionRevoked(transactionID: t.transactionID) }
         return nil
+    }
+
+    /// `check` for a receipt record picked by product: another product is not a mismatch, just not a candidate.
+    static let checkPicked: @Sendable (Order, StoreTransaction) -> BillingError? = { order, t in
+        if t.productID != order.productID {
+            return .transactionNotFound(detail: "the receipt holds no unclaimed transaction of product \(order.productID)")
+        }
+        return check(order, t)
     }
 
     /// Verifies what the account proves it owns, records it, and answers its entitlements.
