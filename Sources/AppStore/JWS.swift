@@ -1,5 +1,10 @@
 import Foundation
 import ProtoWire
+import Synchronization
+
+/// Parsed JWS headers by their base64url text: every transaction from one signing leaf carries the
+/// same ~3 KiB header, so its JSON is parsed once. Bounded; cleared when full.
+private let headerCache = Mutex<[Substring: (alg: String, x5c: [String])]>([:])
 
 /// A compact JWS (`header.payload.signature`, base64url) as StoreKit 2 signs it.
 public struct JWS: Sendable {
@@ -21,18 +26,29 @@ public struct JWS: Sendable {
         let parts = utf8.split(separator: UInt8(ascii: "."), omittingEmptySubsequences: false)
         guard parts.count == 3 else { throw .malformed("a JWS has three dot-separated parts, this has \(parts.count)") }
         for part in parts where part.isEmpty { throw .malformed("empty JWS part") }
-        guard let headerBytes = Base64.decode(String(decoding: parts[0], as: UTF8.self)),
-              let payload = Base64.decode(String(decoding: parts[1], as: UTF8.self)),
-              let signature = Base64.decode(String(decoding: parts[2], as: UTF8.self)) else {
+        let decode = { (part: ArraySlice<UInt8>) in part.withUnsafeBytes { Base64.decode($0) } }
+        guard let payload = decode(parts[1]), let signature = decode(parts[2]) else {
             throw .malformed("JWS parts are not base64url")
         }
-        guard let header = (try? JSONSerialization.jsonObject(with: Data(headerBytes))) as? [String: Any] else {
-            throw .malformed("JWS header is not a JSON object")
+        let headerText = Substring(String(decoding: parts[0], as: UTF8.self))
+        let alg: String, x5c: [String]
+        if let cached = headerCache.withLock({ $0[headerText] }) {
+            (alg, x5c) = cached
+        } else {
+            guard let headerBytes = decode(parts[0]) else { throw .malformed("JWS parts are not base64url") }
+            guard let header = (try? JSONSerialization.jsonObject(with: Data(headerBytes))) as? [String: Any] else {
+                throw .malformed("JWS header is not a JSON object")
+            }
+            guard let a = header["alg"] as? String else { throw .malformed("JWS header has no alg") }
+            guard let chain = header["x5c"] as? [Any] else { throw .malformed("JWS header has no x5c chain") }
+            let strings = chain.compactMap { $0 as? String }
+            guard strings.count == chain.count else { throw .malformed("x5c entries must be strings") }
+            (alg, x5c) = (a, strings)
+            headerCache.withLock { cache in
+                if cache.count >= 64 { cache.removeAll(keepingCapacity: true) }
+                cache[headerText] = (a, strings)
+            }
         }
-        guard let alg = header["alg"] as? String else { throw .malformed("JWS header has no alg") }
-        guard let chain = header["x5c"] as? [Any] else { throw .malformed("JWS header has no x5c chain") }
-        let x5c = chain.compactMap { $0 as? String }
-        guard x5c.count == chain.count else { throw .malformed("x5c entries must be strings") }
         return JWS(algorithm: alg, x5c: x5c, payload: payload,
                    signingInput: Array(utf8[0..<(parts[0].count + 1 + parts[1].count)]), signature: signature)
     }

@@ -23,33 +23,60 @@ public enum Base64 {
         return String(decoding: out, as: UTF8.self)
     }
 
+    /// Decoding table: 0-63 for the digits of either alphabet, 64 for `=`, 255 for anything else.
+    private static let table: [UInt8] = {
+        var t = [UInt8](repeating: 255, count: 256)
+        for (i, c) in alphabet.enumerated() { t[Int(c)] = UInt8(i) }
+        t[Int(UInt8(ascii: "-"))] = 62
+        t[Int(UInt8(ascii: "_"))] = 63
+        t[Int(UInt8(ascii: "="))] = 64
+        return t
+    }()
+
     /// Decodes standard or URL-safe base64, with or without padding; nil when malformed.
     public static func decode(_ s: String) -> [UInt8]? {
-        var out = [UInt8]()
-        out.reserveCapacity(s.utf8.count * 3 / 4)
-        var acc: UInt32 = 0
-        var bits = 0
+        var s = s
+        return s.withUTF8 { decode(UnsafeRawBufferPointer($0)) }
+    }
+
+    /// Decodes base64 bytes in one pass into a buffer sized up front.
+    public static func decode(_ input: UnsafeRawBufferPointer) -> [UInt8]? {
+        var n = input.count
         var padding = 0
-        for c in s.utf8 {
-            let v: UInt32
-            switch c {
-            case 0x41...0x5A: v = UInt32(c - 0x41)
-            case 0x61...0x7A: v = UInt32(c - 0x61 + 26)
-            case 0x30...0x39: v = UInt32(c - 0x30 + 52)
-            case UInt8(ascii: "+"), UInt8(ascii: "-"): v = 62
-            case UInt8(ascii: "/"), UInt8(ascii: "_"): v = 63
-            case UInt8(ascii: "="): padding += 1; continue
-            default: return nil
-            }
-            if padding > 0 { return nil }
-            acc = acc << 6 | v
-            bits += 6
-            if bits >= 8 {
-                bits -= 8
-                out.append(UInt8(truncatingIfNeeded: acc >> UInt32(bits)))
+        while n > 0 && input[n - 1] == UInt8(ascii: "=") && padding < 2 {
+            n -= 1
+            padding += 1
+        }
+        if n % 4 == 1 { return nil }
+        if padding > 0 && (n + padding) % 4 != 0 { return nil }
+        let table = Self.table
+        let outCount = n / 4 * 3 + (n % 4 == 0 ? 0 : n % 4 - 1)
+        var out = [UInt8](repeating: 0, count: outCount)
+        let ok = table.withUnsafeBufferPointer { t -> Bool in
+            out.withUnsafeMutableBufferPointer { o -> Bool in
+                var i = 0, j = 0
+                while i + 4 <= n {
+                    let a = t[Int(input[i])], b = t[Int(input[i + 1])], c = t[Int(input[i + 2])], d = t[Int(input[i + 3])]
+                    if (a | b | c | d) & 0xC0 != 0 { return false }
+                    let v = UInt32(a) << 18 | UInt32(b) << 12 | UInt32(c) << 6 | UInt32(d)
+                    o[j] = UInt8(truncatingIfNeeded: v >> 16)
+                    o[j + 1] = UInt8(truncatingIfNeeded: v >> 8)
+                    o[j + 2] = UInt8(truncatingIfNeeded: v)
+                    i += 4
+                    j += 3
+                }
+                let rest = n - i
+                if rest >= 2 {
+                    let a = t[Int(input[i])], b = t[Int(input[i + 1])]
+                    let c = rest == 3 ? t[Int(input[i + 2])] : 0
+                    if (a | b | c) & 0xC0 != 0 { return false }
+                    let v = UInt32(a) << 18 | UInt32(b) << 12 | UInt32(c) << 6
+                    o[j] = UInt8(truncatingIfNeeded: v >> 16)
+                    if rest == 3 { o[j + 1] = UInt8(truncatingIfNeeded: v >> 8) }
+                }
+                return true
             }
         }
-        if bits >= 6 || padding > 2 { return nil }
-        return out
+        return ok ? out : nil
     }
 }
