@@ -19,6 +19,7 @@ let package = Package(
         .systemLibrary(name: "CNGHTTP2", pkgConfig: "libnghttp2", providers: [.apt(["libnghttp2-dev"])]),
         .systemLibrary(name: "COpenSSL", pkgConfig: "openssl", providers: [.apt(["libssl-dev"])]),
         .systemLibrary(name: "CSystem"),
+        .systemLibrary(name: "CLibPQ", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
 
         // Pure Swift layers.
@@ -32,7 +33,7 @@ let package = Package(
         // Wrappers around C.
         .target(name: "Crypto", dependencies: ["COpenSSL"], swiftSettings: strict),
         .target(name: "HTTP2", dependencies: ["CNGHTTP2", "COpenSSL", "CSystem", "RPC", "ProtoWire"], swiftSettings: strict),
-        .target(name: "Storage", dependencies: ["CSQLite", "Billing"], swiftSettings: strict),
+        .target(name: "Storage", dependencies: ["CSQLite", "CLibPQ", "Billing"], swiftSettings: strict),
 
         .target(
             name: "Daemon",

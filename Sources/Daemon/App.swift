@@ -43,7 +43,11 @@ public final class App: Sendable {
                 throw StartError(description: "billingd: --database: cannot open \(path): \(error)")
             }
         } else {
-            throw StartError(description: "billingd: --database: PostgreSQL is not supported by this build yet; use sqlite:PATH")
+            do {
+                store = try PostgresOrderStore(url: database, poolSize: configuration.dbPoolSize)
+            } catch {
+                throw StartError(description: "billingd: --database: cannot use PostgreSQL: \(error)")
+            }
         }
         if configuration.apiKeys != nil {
             throw StartError(description: "billingd: --api-keys: API keys are not supported by this build yet")
@@ -149,6 +153,7 @@ public final class App: Sendable {
         logger.log(.info, "started", [
             ("listen", .string(bound)), ("tls", .bool(configuration.tlsCert != nil)),
             ("database", .string(configuration.database.hasPrefix("sqlite:") ? configuration.database : "postgres")),
+            ("db_pool_size", .int(configuration.database.hasPrefix("sqlite:") ? 1 : configuration.dbPoolSize)),
             ("threads", .int(configuration.threads)), ("max_message_bytes", .int(configuration.maxMessageBytes)),
         ])
         return bound

@@ -4,14 +4,30 @@ import CSQLite
 public struct StorageError: Error, CustomStringConvertible, Sendable {
     public var code: Int32
     public var message: String
-    public var description: String { "sqlite error \(code): \(message)" }
+    /// PostgreSQL's SQLSTATE (`23505`, `40001`, ...), when the error came from there.
+    public var sqlState: String?
+    /// The connection itself failed (PostgreSQL): retry after reconnecting.
+    public var connectionLost = false
+
+    public init(code: Int32, message: String, sqlState: String? = nil, connectionLost: Bool = false) {
+        self.code = code
+        self.message = message
+        self.sqlState = sqlState
+        self.connectionLost = connectionLost
+    }
+
+    public var description: String {
+        if let sqlState { return "postgres error \(sqlState): \(message)" }
+        if connectionLost { return "postgres connection: \(message)" }
+        return "sqlite error \(code): \(message)"
+    }
 
     /// SQLITE_CONSTRAINT and its extended codes: a unique or check rule refused the write.
     public var isConstraint: Bool { code & 0xFF == SQLITE_CONSTRAINT }
 }
 
 /// One SQLite connection, owned by exactly one thread; frees its handle and statements.
-final class SQLiteConnection {
+final class SQLiteConnection: SQLExecutor {
     private let db: OpaquePointer
     private var statements: [String: Statement] = [:]
     private var isClosed = false
@@ -60,13 +76,15 @@ final class SQLiteConnection {
         return s
     }
 
-    /// Runs a parameterised statement that returns no rows.
-    func run(_ sql: String, _ values: [SQLValue]) throws(StorageError) {
+    /// Runs a parameterised statement that returns no rows; answers the rows it changed.
+    @discardableResult
+    func update(_ sql: String, _ values: [SQLValue]) throws(StorageError) -> Int {
         let s = try statement(sql)
         defer { s.reset() }
         try s.bind(values)
         let rc = sqlite3_step(s.handle)
         guard rc == SQLITE_DONE else { throw error(rc) }
+        return Int(sqlite3_changes(db))
     }
 
     /// Runs a query and maps each row.

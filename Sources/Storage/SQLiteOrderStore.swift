@@ -130,12 +130,12 @@ public final class SQLiteOrderStore: OrderStore {
         let job = WriteJob(body: { db throws(JobFailure) in
             do throws(StorageError) {
                 if let key = order.idempotencyKey {
-                    let existing = try db.query(OrderRow.selectByKey, [.text(order.accountID), .text(key)], OrderRow.decode)
+                    let existing = try db.query(OrderRow.selectByKey, [.text(order.accountID), .text(key)], { OrderRow.decode($0) })
                     if let found = existing.first { return { completion(.success(.existing(found))) } }
                 }
                 if abandoned() { return { completion(.failure(.abandoned)) } }
-                try db.run(OrderRow.insert, OrderRow.values(order.pendingOrder))
-                try db.run(SQLiteLedger.insertEvent, [.text(order.id), .null, .int(Int64(OrderState.pending.rawValue)),
+                try db.update(OrderRow.insert, OrderRow.values(order.pendingOrder))
+                try db.update(OrderRow.insertEvent, [.text(order.id), .null, .int(Int64(OrderState.pending.rawValue)),
                                                       .int(order.createTimeMs), .text("create_order")])
             } catch {
                 throw .storage(error)
@@ -149,7 +149,7 @@ public final class SQLiteOrderStore: OrderStore {
     public func order(id: String, completion: @escaping @Sendable (Result<Order?, BillingError>) -> Void) {
         read { db in
             do throws(StorageError) {
-                completion(.success(try db.query(OrderRow.selectByID, [.text(id)], OrderRow.decode).first))
+                completion(.success(try db.query(OrderRow.selectByID, [.text(id)], { OrderRow.decode($0) }).first))
             } catch {
                 completion(.failure(.storageUnavailable(detail: error.description)))
             }
@@ -161,14 +161,14 @@ public final class SQLiteOrderStore: OrderStore {
                          completion: @escaping @Sendable (Result<CompletedPurchase, BillingError>) -> Void) {
         write(completion) { db throws(BillingError) in
             if abandoned() { throw .abandoned }
-            return try PurchaseRules.complete(SQLiteLedger(db: db), orderID: orderID, candidates: candidates, check: check, nowMs: nowMs)
+            return try PurchaseRules.complete(SQLLedger(db: db), orderID: orderID, candidates: candidates, check: check, nowMs: nowMs)
         }
     }
 
     public func restore(accountID: String, transactions: [StoreTransaction], policy: RestorePolicy,
                         completion: @escaping @Sendable (Result<[OwnedTransaction], BillingError>) -> Void) {
         write(completion) { db throws(BillingError) in
-            try PurchaseRules.restore(SQLiteLedger(db: db), accountID: accountID, transactions: transactions, policy: policy)
+            try PurchaseRules.restore(SQLLedger(db: db), accountID: accountID, transactions: transactions, policy: policy)
         }
     }
 
@@ -198,9 +198,10 @@ public final class SQLiteOrderStore: OrderStore {
 /// How an order maps to the `orders` table.
 enum OrderRow {
     static let columns = "order_id, account_id, product_id, quantity, state, idempotency_key, create_time_ms, update_time_ms, transaction_id, environment"
-    static let selectByID = "SELECT \(columns) FROM orders WHERE order_id = ?"
-    static let selectByKey = "SELECT \(columns) FROM orders WHERE account_id = ? AND idempotency_key = ?"
-    static let insert = "INSERT INTO orders (\(columns)) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)"
+    static let selectByID = "SELECT \(columns) FROM orders WHERE order_id = $1"
+    static let selectByKey = "SELECT \(columns) FROM orders WHERE account_id = $1 AND idempotency_key = $2"
+    static let insert = "INSERT INTO orders (\(columns)) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
+    static let insertEvent = "INSERT INTO order_events (order_id, from_state, to_state, time_ms, cause) VALUES ($1, $2, $3, $4, $5)"
 
     static func values(_ o: Order) -> [SQLValue] {
         [.text(o.id), .text(o.accountID), .text(o.productID), .int(Int64(o.quantity)), .int(Int64(o.state.rawValue)),
@@ -208,7 +209,7 @@ enum OrderRow {
          o.transactionID.map { .text($0) } ?? .null, o.environment.map { .int(Int64($0.rawValue)) } ?? .null]
     }
 
-    static func decode(_ row: Row) -> Order {
+    static func decode(_ row: some RowReader) -> Order {
         Order(id: row.text(0), accountID: row.text(1), productID: row.text(2), quantity: row.int(3),
               state: OrderState(rawValue: row.int(4)) ?? .pending, idempotencyKey: row.optionalText(5),
               createTimeMs: row.int64(6), updateTimeMs: row.int64(7), transactionID: row.optionalText(8),

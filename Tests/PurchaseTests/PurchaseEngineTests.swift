@@ -53,14 +53,35 @@ struct Backend: Sendable, CustomTestStringConvertible {
     let name: String
     let make: @Sendable () -> any OrderStore
     var testDescription: String { name }
-    static let all = [
+    static var all: [Backend] {
+        var backends = [
         Backend(name: "memory") { InMemoryOrderStore() },
         Backend(name: "sqlite") {
             let dir = FileManager.default.temporaryDirectory.appendingPathComponent("billing-purchase-\(UUID().uuidString)")
             try! FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
             return try! SQLiteOrderStore(path: dir.appendingPathComponent("o.db").path)
         },
-    ]
+        ]
+        if ProcessInfo.processInfo.environment["BILLING_TEST_POSTGRES"] != nil {
+            backends.append(Backend(name: "postgres") { try! PostgresOrderStore(url: PostgresDB.create(), poolSize: 4) })
+        }
+        return backends
+    }
+}
+
+/// A fresh database per store on the BILLING_TEST_POSTGRES server.
+enum PostgresDB {
+    static func create() -> String {
+        let base = ProcessInfo.processInfo.environment["BILLING_TEST_POSTGRES"]!
+        let name = "billing_p_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased().prefix(12)
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/usr/bin/psql")
+        p.arguments = [base, "-q", "-c", "CREATE DATABASE \(name)"]
+        p.standardOutput = FileHandle.nullDevice
+        try! p.run()
+        p.waitUntilExit()
+        return String(base[...base.lastIndex(of: "/")!]) + name
+    }
 }
 
 func wait<T: Sendable>(_ start: (@escaping @Sendable (T) -> Void) -> Void) -> T {
@@ -250,9 +271,9 @@ struct PurchaseEngineTests {
         #expect(try h.restore("acct", jws: [jws]).get().first?.orderID == mine.id)
     }
 
-    @Test("50 concurrent submissions of one transaction for 50 orders: exactly one completes")
-    func concurrentClaims() throws {
-        let h = Harness(Backend.all[1])
+    @Test("50 concurrent submissions of one transaction for 50 orders: exactly one completes", arguments: Backend.all.dropFirst())
+    func concurrentClaims(_ backend: Backend) throws {
+        let h = Harness(backend)
         defer { h.store.close() }
         let orders = (0..<50).map { _ in h.order() }
         let jws = Shop.jws("9001")

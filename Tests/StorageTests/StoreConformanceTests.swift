@@ -23,7 +23,14 @@ struct StoreFixture: Sendable, CustomTestStringConvertible {
         StoreFixture(name: "memory", open: { InMemoryOrderStore() }, reopen: nil)
     }
 
-    static var all: [StoreFixture] { [memory(), sqlite()] }
+    /// A fresh database on the PostgreSQL named by BILLING_TEST_POSTGRES (scripts/test starts one).
+    static func postgres() -> StoreFixture? {
+        guard let url = PostgresTestDatabase.create() else { return nil }
+        return StoreFixture(name: "postgres", open: { try PostgresOrderStore(url: url, poolSize: 4) },
+                            reopen: { try PostgresOrderStore(url: url, poolSize: 4) })
+    }
+
+    static var all: [StoreFixture] { [memory(), sqlite()] + (postgres().map { [$0] } ?? []) }
 }
 
 func wait<T: Sendable>(_ start: (@escaping @Sendable (T) -> Void) -> Void) -> T {
@@ -183,4 +190,25 @@ func sqliteCLI(_ path: String, _ sql: String) throws -> String {
     let data = pipe.fileHandleForReading.readDataToEndOfFile()
     p.waitUntilExit()
     return String(decoding: data, as: UTF8.self)
+}
+
+/// Makes one empty database per call on the test server; nil (with a message) when there is none.
+enum PostgresTestDatabase {
+    static func create() -> String? {
+        guard let base = ProcessInfo.processInfo.environment["BILLING_TEST_POSTGRES"], !base.isEmpty else {
+            if ProcessInfo.processInfo.environment["CI"] == "true" {
+                Issue.record("CI=true but BILLING_TEST_POSTGRES is not set (scripts/test starts PostgreSQL)")
+            }
+            return nil
+        }
+        let name = "billing_t_" + UUID().uuidString.replacingOccurrences(of: "-", with: "").lowercased().prefix(12)
+        let p = Process()
+        p.executableURL = URL(fileURLWithPath: "/usr/bin/psql")
+        p.arguments = [base, "-q", "-c", "CREATE DATABASE \(name)"]
+        p.standardOutput = FileHandle.nullDevice
+        try? p.run()
+        p.waitUntilExit()
+        guard p.terminationStatus == 0, let slash = base.lastIndex(of: "/") else { return nil }
+        return String(base[...slash]) + name
+    }
 }

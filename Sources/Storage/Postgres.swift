@@ -1,0 +1,141 @@
+import CLibPQ
+import Glibc
+
+/// One libpq connection, owned by one thread; prepared statements cached per connection.
+final class PGConnection {
+    private var conn: OpaquePointer?
+    private var prepared: [String: String] = [:]
+    let url: String
+
+    init(url: String) {
+        self.url = url
+    }
+
+    deinit { close() }
+
+    func close() {
+        if let conn { PQfinish(conn) }
+        conn = nil
+        prepared.removeAll()
+    }
+
+    var isOpen: Bool { conn.map { PQstatus($0) == CONNECTION_OK } ?? false }
+
+    /// Connects if not connected; a short connect timeout keeps calls from hanging while the server is down.
+    func ensureOpen() throws(StorageError) {
+        if isOpen { return }
+        close()
+        let separator = url.contains("?") ? "&" : "?"
+        let target = url + separator + "connect_timeout=2&application_name=billingd&keepalives=1&keepalives_idle=10"
+        let c = PQconnectdb(target)
+        guard let c, PQstatus(c) == CONNECTION_OK else {
+            let message = c.map { String(cString: PQerrorMessage($0)) } ?? "out of memory"
+            if let c { PQfinish(c) }
+            throw StorageError(code: 0, message: message.trimmingCharacters(), connectionLost: true)
+        }
+        conn = c
+        _ = try execute("SET synchronous_commit = on")
+    }
+
+    private func error(_ result: OpaquePointer?) -> StorageError {
+        let lost = conn.map { PQstatus($0) != CONNECTION_OK } ?? true
+        let state = result.flatMap { r -> String? in
+            guard let p = PQresultErrorField(r, Int32(UInt8(ascii: "C"))) else { return nil }
+            return String(cString: p)
+        }
+        let message = result.flatMap { r -> String? in
+            guard let p = PQresultErrorField(r, Int32(UInt8(ascii: "M"))) else { return nil }
+            return String(cString: p)
+        } ?? conn.map { String(cString: PQerrorMessage($0)) } ?? "no connection"
+        if lost { close() }
+        return StorageError(code: 0, message: message.trimmingCharacters(), sqlState: lost ? nil : state, connectionLost: lost)
+    }
+
+    /// Runs SQL without parameters (transaction control, DDL).
+    @discardableResult
+    func execute(_ sql: String) throws(StorageError) -> Int {
+        guard let conn else { throw StorageError(code: 0, message: "not connected", connectionLost: true) }
+        let r = PQexec(conn, sql)
+        defer { PQclear(r) }
+        let status = PQresultStatus(r)
+        guard status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK else { throw error(r) }
+        return Int(String(cString: PQcmdTuples(r))) ?? 0
+    }
+
+    /// Runs a statement with bound parameters (prepared once per connection); maps rows.
+    func query<T>(_ sql: String, _ values: [SQLValue], _ row: (PGRow) -> T) throws(StorageError) -> [T] {
+        let (r, _) = try run(sql, values)
+        defer { PQclear(r) }
+        var out: [T] = []
+        let n = PQntuples(r)
+        out.reserveCapacity(Int(n))
+        for i in 0..<n { out.append(row(PGRow(result: r, row: i))) }
+        return out
+    }
+
+    /// Runs a statement with bound parameters; answers the number of rows it touched.
+    @discardableResult
+    func update(_ sql: String, _ values: [SQLValue]) throws(StorageError) -> Int {
+        let (r, count) = try run(sql, values)
+        PQclear(r)
+        return count
+    }
+
+    private func run(_ sql: String, _ values: [SQLValue]) throws(StorageError) -> (OpaquePointer?, Int) {
+        guard let conn else { throw StorageError(code: 0, message: "not connected", connectionLost: true) }
+        let name: String
+        if let existing = prepared[sql] {
+            name = existing
+        } else {
+            name = "s\(prepared.count)"
+            let r = PQprepare(conn, name, sql, Int32(values.count), nil)
+            defer { PQclear(r) }
+            guard PQresultStatus(r) == PGRES_COMMAND_OK else { throw error(r) }
+            prepared[sql] = name
+        }
+        let texts: [String?] = values.map {
+            switch $0 {
+            case .text(let s): s
+            case .int(let n): String(n)
+            case .null: nil
+            }
+        }
+        let r = withCStrings(texts) { pointers in
+            PQexecPrepared(conn, name, Int32(pointers.count), pointers, nil, nil, 0)
+        }
+        let status = PQresultStatus(r)
+        guard status == PGRES_COMMAND_OK || status == PGRES_TUPLES_OK else {
+            let e = error(r)
+            PQclear(r)
+            throw e
+        }
+        return (r, Int(String(cString: PQcmdTuples(r))) ?? 0)
+    }
+}
+
+/// Lends C strings (or NULL) for the duration of `body`.
+private func withCStrings<R>(_ strings: [String?], _ body: ([UnsafePointer<CChar>?]) -> R) -> R {
+    var storage: [UnsafeMutablePointer<CChar>?] = strings.map { s in s.flatMap { strdup($0) } }
+    defer { for p in storage { free(p) } }
+    return storage.withUnsafeMutableBufferPointer { buf in body(buf.map { UnsafePointer($0) }) }
+}
+
+/// One row of a result; values are copied out as the caller reads them.
+struct PGRow {
+    let result: OpaquePointer?
+    let row: Int32
+
+    func isNull(_ c: Int32) -> Bool { PQgetisnull(result, row, c) == 1 }
+    func text(_ c: Int32) -> String { String(cString: PQgetvalue(result, row, c)) }
+    func optionalText(_ c: Int32) -> String? { isNull(c) ? nil : text(c) }
+    func int64(_ c: Int32) -> Int64 { Int64(text(c)) ?? 0 }
+    func int(_ c: Int32) -> Int { Int(text(c)) ?? 0 }
+}
+
+extension String {
+    func trimmingCharacters() -> String {
+        var s = Substring(self)
+        while let last = s.last, last.isWhitespace { s.removeLast() }
+        return String(s)
+    }
+}

@@ -1,0 +1,272 @@
+public import Billing
+import Foundation
+import Synchronization
+
+/// Orders in PostgreSQL, for several billingd replicas on one database.
+///
+/// A bounded pool of connections, each owned by its own thread. Every thread takes the jobs queued
+/// while it was busy as one batch: one transaction, a savepoint per job, one COMMIT, so concurrent
+/// calls share round trips and WAL flushes while `synchronous_commit` stays on. Every money rule
+/// is enforced by the database: primary keys, unique indexes, and `SELECT ... FOR UPDATE` on the
+/// order being completed. Serialization failures and deadlocks retry the batch a bounded number of
+/// times; a unique violation re-runs just that job, which then sees the winner's row.
+public final class PostgresOrderStore: OrderStore {
+    struct Job: Sendable {
+        let body: @Sendable (PGConnection) throws(SQLiteOrderStore.JobFailure) -> @Sendable () -> Void
+        let fail: @Sendable (BillingError) -> Void
+    }
+
+    private let pool: Worker<Job>
+    private let health: Health
+    public let groups = GroupStats()
+
+    /// Whether the database answered lately; a prober keeps it current while idle.
+    final class Health: Sendable {
+        let reachable = Atomic<Bool>(true)
+        let stopped = Atomic<Bool>(false)
+    }
+
+    /// Connects, migrates (under an advisory lock, so replicas may start together) and starts the pool.
+    public init(url: String, poolSize: Int = 8) throws(StorageError) {
+        let setup = PGConnection(url: url)
+        try setup.ensureOpen()
+        try PostgresMigrations.migrate(setup)
+        setup.close()
+        let connections = (0..<max(1, poolSize)).map { _ in Confined(PGConnection(url: url)) }
+        let health = Health()
+        self.health = health
+        let stats = groups
+        pool = Worker(name: "postgres", threads: connections.count, maxBatch: 64, process: { index, batch in
+            stats.record(batch.count)
+            PostgresOrderStore.runBatch(batch, on: connections[index].value, health: health)
+        }, onStop: { index in connections[index].value.close() })
+        let prober = Thread {
+            let probe = PGConnection(url: url)
+            while !health.stopped.load(ordering: .relaxed) {
+                do throws(StorageError) {
+                    try probe.ensureOpen()
+                    try probe.execute("SELECT 1")
+                    health.reachable.store(true, ordering: .relaxed)
+                } catch {
+                    health.reachable.store(false, ordering: .relaxed)
+                }
+                for _ in 0..<10 where !health.stopped.load(ordering: .relaxed) { usleep(100_000) }
+            }
+            probe.close()
+        }
+        prober.name = "postgres-probe"
+        prober.start()
+    }
+
+    static func isRetryable(_ e: StorageError) -> Bool { e.sqlState == "40001" || e.sqlState == "40P01" }
+
+    /// One batch in one transaction; retried whole on serialization failures and deadlocks.
+    private static func runBatch(_ batch: [Job], on db: PGConnection, health: Health) {
+        var lastError: StorageError?
+        for attempt in 0..<4 {
+            do throws(StorageError) {
+                try db.ensureOpen()
+                try db.execute("BEGIN")
+                var answers: [@Sendable () -> Void] = []
+                answers.reserveCapacity(batch.count)
+                for job in batch {
+                    answers.append(try runJob(job, on: db))
+                }
+                try db.execute("COMMIT")
+                health.reachable.store(true, ordering: .relaxed)
+                for answer in answers { answer() }
+                return
+            } catch {
+                lastError = error
+                if !error.connectionLost { _ = try? db.execute("ROLLBACK") }
+                if error.connectionLost { health.reachable.store(false, ordering: .relaxed) }
+                if isRetryable(error) && attempt < 3 {
+                    usleep(UInt32(1000 << attempt))
+                    continue
+                }
+                break
+            }
+        }
+        let detail = lastError?.description ?? "unknown"
+        for job in batch { job.fail(.storageUnavailable(detail: detail)) }
+    }
+
+    /// One job in its savepoint. A refusal or a unique violation rolls the savepoint back; the
+    /// violation re-runs the job once, now seeing the row another replica committed.
+    private static func runJob(_ job: Job, on db: PGConnection) throws(StorageError) -> @Sendable () -> Void {
+        for attempt in 0..<2 {
+            try db.execute("SAVEPOINT job")
+            do throws(SQLiteOrderStore.JobFailure) {
+                let answer = try job.body(db)
+                try? db.execute("RELEASE SAVEPOINT job")
+                return answer
+            } catch {
+                switch error {
+                case .refused(let e):
+                    try db.execute("ROLLBACK TO SAVEPOINT job")
+                    try db.execute("RELEASE SAVEPOINT job")
+                    return { job.fail(e) }
+                case .storage(let e):
+                    if e.connectionLost || isRetryable(e) { throw e }
+                    try db.execute("ROLLBACK TO SAVEPOINT job")
+                    try db.execute("RELEASE SAVEPOINT job")
+                    if e.sqlState == "23505" && attempt == 0 { continue }
+                    let detail = e.description
+                    return { job.fail(.storageUnavailable(detail: detail)) }
+                }
+            }
+        }
+        return { job.fail(.storageUnavailable(detail: "unique violation persisted")) }
+    }
+
+    private func submit(_ job: Job) {
+        if !pool.submit(job) { job.fail(.storageUnavailable(detail: "store closed")) }
+    }
+
+    /// Runs rules over a ledger; database errors keep their SQLSTATE so the runner can retry.
+    private func write<T: Sendable>(_ completion: @escaping @Sendable (Result<T, BillingError>) -> Void,
+                                    _ body: @escaping @Sendable (SQLLedger<PGConnection>) throws(BillingError) -> T) {
+        submit(Job(body: { db throws(SQLiteOrderStore.JobFailure) in
+            let box = ErrorBox()
+            do throws(BillingError) {
+                let value = try body(SQLLedger(db: db, lockOrders: true, lastError: box))
+                return { completion(.success(value)) }
+            } catch {
+                if case .storageUnavailable(let detail) = error {
+                    throw .storage(box.error ?? StorageError(code: 0, message: detail))
+                }
+                throw .refused(error)
+            }
+        }, fail: { completion(.failure($0)) }))
+    }
+
+    // MARK: OrderStore
+
+    public func create(_ order: NewOrder, abandoned: @escaping @Sendable () -> Bool,
+                       completion: @escaping @Sendable (Result<CreateOutcome, BillingError>) -> Void) {
+        submit(Job(body: { db throws(SQLiteOrderStore.JobFailure) in
+            do throws(StorageError) {
+                if let key = order.idempotencyKey {
+                    if let found = try db.query(OrderRow.selectByKey, [.text(order.accountID), .text(key)], { OrderRow.decode($0) }).first {
+                        return { completion(.success(.existing(found))) }
+                    }
+                }
+                if abandoned() { return { completion(.failure(.abandoned)) } }
+                try db.update(OrderRow.insert, OrderRow.values(order.pendingOrder))
+                try db.update(OrderRow.insertEvent, [.text(order.id), .null, .int(Int64(OrderState.pending.rawValue)),
+                                                     .int(order.createTimeMs), .text("create_order")])
+            } catch {
+                throw .storage(error)
+            }
+            let stored = order.pendingOrder
+            return { completion(.success(.created(stored))) }
+        }, fail: { completion(.failure($0)) }))
+    }
+
+    public func order(id: String, completion: @escaping @Sendable (Result<Order?, BillingError>) -> Void) {
+        submit(Job(body: { db throws(SQLiteOrderStore.JobFailure) in
+            do throws(StorageError) {
+                let found = try db.query(OrderRow.selectByID, [.text(id)], { OrderRow.decode($0) }).first
+                return { completion(.success(found)) }
+            } catch {
+                throw .storage(error)
+            }
+        }, fail: { completion(.failure($0)) }))
+    }
+
+    public func complete(orderID: String, candidates: [StoreTransaction], check: @escaping @Sendable (Order, StoreTransaction) -> BillingError?,
+                         nowMs: Int64, abandoned: @escaping @Sendable () -> Bool,
+                         completion: @escaping @Sendable (Result<CompletedPurchase, BillingError>) -> Void) {
+        write(completion) { ledger throws(BillingError) in
+            if abandoned() { throw .abandoned }
+            return try PurchaseRules.complete(ledger, orderID: orderID, candidates: candidates, check: check, nowMs: nowMs)
+        }
+    }
+
+    public func restore(accountID: String, transactions: [StoreTransaction], policy: RestorePolicy,
+                        completion: @escaping @Sendable (Result<[OwnedTransaction], BillingError>) -> Void) {
+        write(completion) { ledger throws(BillingError) in
+            try PurchaseRules.restore(ledger, accountID: accountID, transactions: transactions, policy: policy)
+        }
+    }
+
+    public func isReachable() -> Bool { health.reachable.load(ordering: .relaxed) }
+
+    public func close() {
+        health.stopped.store(true, ordering: .relaxed)
+        pool.stop()
+    }
+}
+
+/// Versioned schema for PostgreSQL, applied under an advisory lock so replicas may start at once.
+enum PostgresMigrations {
+    static let lockKey: Int64 = 0x6269_6C6C_696E_6764  // "billingd"
+
+    static let steps: [String] = [
+        """
+        CREATE TABLE orders (
+            order_id TEXT PRIMARY KEY,
+            account_id TEXT NOT NULL,
+            product_id TEXT NOT NULL,
+            quantity INTEGER NOT NULL CHECK (quantity >= 1),
+            state INTEGER NOT NULL,
+            idempotency_key TEXT,
+            create_time_ms BIGINT NOT NULL,
+            update_time_ms BIGINT NOT NULL,
+            transaction_id TEXT,
+            environment INTEGER
+        );
+        CREATE UNIQUE INDEX orders_account_idempotency ON orders (account_id, idempotency_key) WHERE idempotency_key IS NOT NULL;
+        CREATE TABLE order_events (
+            id BIGSERIAL PRIMARY KEY,
+            order_id TEXT NOT NULL REFERENCES orders (order_id),
+            from_state INTEGER,
+            to_state INTEGER NOT NULL,
+            time_ms BIGINT NOT NULL,
+            cause TEXT NOT NULL
+        );
+        CREATE INDEX order_events_order ON order_events (order_id);
+        """,
+        """
+        CREATE TABLE transactions (
+            transaction_id TEXT PRIMARY KEY,
+            original_transaction_id TEXT NOT NULL,
+            account_id TEXT NOT NULL,
+            order_id TEXT REFERENCES orders (order_id),
+            product_id TEXT NOT NULL,
+            product_kind TEXT,
+            purchase_time_ms BIGINT NOT NULL,
+            expires_time_ms BIGINT NOT NULL DEFAULT 0,
+            revocation_time_ms BIGINT NOT NULL DEFAULT 0,
+            quantity INTEGER NOT NULL,
+            environment INTEGER NOT NULL,
+            app_account_token TEXT,
+            bundle_id TEXT NOT NULL
+        );
+        CREATE INDEX transactions_account ON transactions (account_id);
+        CREATE UNIQUE INDEX transactions_order ON transactions (order_id) WHERE order_id IS NOT NULL;
+        CREATE UNIQUE INDEX orders_transaction ON orders (transaction_id) WHERE transaction_id IS NOT NULL;
+        """,
+    ]
+
+    static func migrate(_ db: PGConnection) throws(StorageError) {
+        try db.execute("SELECT pg_advisory_lock(\(lockKey))")
+        defer { _ = try? db.execute("SELECT pg_advisory_unlock(\(lockKey))") }
+        try db.execute("CREATE TABLE IF NOT EXISTS billing_schema_migrations (version INTEGER PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())")
+        let current = try db.query("SELECT COALESCE(MAX(version), 0) FROM billing_schema_migrations", [], { $0.int(0) }).first ?? 0
+        guard current <= steps.count else {
+            throw StorageError(code: 0, message: "database schema version \(current) is newer than this billingd (\(steps.count))")
+        }
+        for version in current..<steps.count {
+            try db.execute("BEGIN")
+            do throws(StorageError) {
+                try db.execute(steps[version])
+                try db.update("INSERT INTO billing_schema_migrations (version) VALUES ($1)", [.int(Int64(version + 1))])
+                try db.execute("COMMIT")
+            } catch {
+                _ = try? db.execute("ROLLBACK")
+                throw error
+            }
+        }
+    }
+}
