@@ -44,9 +44,10 @@ def free_port():
 class Billingd:
     """One billingd process; `restart()` keeps its database, `kill()` is SIGKILL."""
 
-    def __init__(self, *flags, db_dir=None):
+    def __init__(self, *flags, db_dir=None, database=None):
         self.dir = db_dir or tempfile.mkdtemp(prefix="billingd-interop-")
         self.flags = list(flags)
+        self.database = database or f"sqlite:{self.dir}/billing.db"
         self.port = free_port()
         self.address = f"127.0.0.1:{self.port}"
         self.proc = None
@@ -56,7 +57,7 @@ class Billingd:
     def start(self):
         log = open(self.log_path, "ab")
         self.proc = subprocess.Popen(
-            [binary("billingd"), "--listen", self.address, "--database", f"sqlite:{self.dir}/billing.db", *self.flags],
+            [binary("billingd"), "--listen", self.address, "--database", self.database, *self.flags],
             stdout=log, stderr=subprocess.STDOUT)
         deadline = time.time() + 15
         while time.time() < deadline:
@@ -117,3 +118,16 @@ def fresh():
     for s in started:
         s.stop()
         shutil.rmtree(s.dir, ignore_errors=True)
+
+
+def postgres_database():
+    """A fresh database on the test PostgreSQL (BILLING_TEST_POSTGRES), or skip (fail under CI=true)."""
+    import uuid
+    base = os.environ.get("BILLING_TEST_POSTGRES")
+    if not base:
+        if os.environ.get("CI") == "true":
+            pytest.fail("CI=true but BILLING_TEST_POSTGRES is not set (scripts/test starts PostgreSQL)")
+        pytest.skip("no PostgreSQL: set BILLING_TEST_POSTGRES or run scripts/test")
+    name = "billing_i_" + uuid.uuid4().hex[:12]
+    subprocess.run(["psql", base, "-q", "-c", f"CREATE DATABASE {name}"], check=True, capture_output=True)
+    return base.rsplit("/", 1)[0] + "/" + name
