@@ -24,6 +24,7 @@ let package = Package(
 
         // Pure Swift layers.
         .target(name: "ProtoWire", swiftSettings: strict),
+        .target(name: "Metrics", swiftSettings: strict),
         .target(name: "RPC", dependencies: ["ProtoWire"], swiftSettings: strict),
         .target(name: "BillingAPI", dependencies: ["ProtoWire"], swiftSettings: strict),
         .target(name: "Billing", swiftSettings: strict),
@@ -37,7 +38,7 @@ let package = Package(
 
         .target(
             name: "Daemon",
-            dependencies: ["HTTP2", "RPC", "Billing", "BillingService", "Storage", "AppStore", "Crypto"],
+            dependencies: ["HTTP2", "RPC", "Billing", "BillingService", "Storage", "AppStore", "Crypto", "Metrics"],
             swiftSettings: strict),
 
         // Executables.

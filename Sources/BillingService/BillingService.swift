@@ -57,17 +57,23 @@ public final class BillingService: Sendable {
     }
 
     func createOrder(_ context: CallContext, _ request: CreateOrderRequest, _ responder: Responder) {
+        if !request.accountID.isEmpty && request.accountID.utf8.count <= OrderService.Limits.accountID {
+            context.note("account_id", request.accountID)
+        }
         let domain = OrderService.CreateRequest(accountID: request.accountID, productID: request.productID,
                                                 idempotencyKey: request.idempotencyKey, quantity: Int(request.quantity))
         orders.createOrder(domain, abandoned: { context.isExpired }) { [self] result in
             switch result {
-            case .success(let order): responder.succeed(CreateOrderResponse(order: BillingAPI.Order(order)))
+            case .success(let order):
+                context.note("order_id", order.id)
+                responder.succeed(CreateOrderResponse(order: BillingAPI.Order(order)))
             case .failure(let error): answer(error, context, responder)
             }
         }
     }
 
     func getOrder(_ context: CallContext, _ request: GetOrderRequest, _ responder: Responder) {
+        if let id = OrderID.canonical(request.orderID) { context.note("order_id", id) }
         orders.getOrder(id: request.orderID) { [self] result in
             switch result {
             case .success(let order): responder.succeed(GetOrderResponse(order: BillingAPI.Order(order)))
@@ -82,6 +88,7 @@ public final class BillingService: Sendable {
         case .appReceipt(let s): .appReceipt(s)
         case nil: nil
         }
+        if let id = OrderID.canonical(request.orderID) { context.note("order_id", id) }
         let catalog = orders.catalog
         let work: @Sendable () -> Void = { [self] in
             engine.submitReceipt(orderID: request.orderID, proof: proof, transactionID: request.transactionID,
@@ -102,6 +109,9 @@ public final class BillingService: Sendable {
     }
 
     func restorePurchases(_ engine: PurchaseEngine, _ context: CallContext, _ request: RestorePurchasesRequest, _ responder: Responder) {
+        if !request.accountID.isEmpty && request.accountID.utf8.count <= OrderService.Limits.accountID {
+            context.note("account_id", request.accountID)
+        }
         verificationQueue.async { [self] in
             engine.restorePurchases(accountID: request.accountID, appReceipt: request.appReceipt,
                                     signedTransactions: request.signedTransactions) { [self] result in

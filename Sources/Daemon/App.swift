@@ -4,6 +4,7 @@ public import BillingService
 import Crypto
 import Foundation
 import HTTP2
+import Metrics
 public import RPC
 import Storage
 
@@ -14,6 +15,8 @@ public final class App: Sendable {
     public let health: HealthState
     private let store: any OrderStore
     private let server: Server
+    private let metrics: BillingMetrics
+    private let metricsServer: MetricsServer?
 
     /// Why billingd could not start: one line for the operator.
     public struct StartError: Error, CustomStringConvertible {
@@ -33,34 +36,40 @@ public final class App: Sendable {
             }
         }
 
+        let metrics = BillingMetrics(version: Daemon.version)
+        self.metrics = metrics
+        let rawStore: any OrderStore
         let database = configuration.database
         if database.hasPrefix("sqlite:") {
             var path = String(database.dropFirst("sqlite:".count))
             if path.hasPrefix("//") { path = String(path.dropFirst(2)) }
             do {
-                store = try SQLiteOrderStore(path: path)
+                rawStore = try SQLiteOrderStore(path: path)
             } catch {
                 throw StartError(description: "billingd: --database: cannot open \(path): \(error)")
             }
         } else {
             do {
-                store = try PostgresOrderStore(url: database, poolSize: configuration.dbPoolSize)
+                rawStore = try PostgresOrderStore(url: database, poolSize: configuration.dbPoolSize)
             } catch {
                 throw StartError(description: "billingd: --database: cannot use PostgreSQL: \(error)")
             }
         }
-        if configuration.apiKeys != nil {
-            throw StartError(description: "billingd: --api-keys: API keys are not supported by this build yet")
-        }
-        if configuration.metricsListen != nil {
-            throw StartError(description: "billingd: --metrics-listen: metrics are not supported by this build yet")
+        store = MeasuredOrderStore(rawStore, histogram: metrics.db)
+        var apiKeys: APIKeys?
+        if let path = configuration.apiKeys {
+            do {
+                apiKeys = try APIKeys.load(path: path)
+            } catch {
+                throw StartError(description: "billingd: --api-keys: \(error)")
+            }
         }
 
         let store = self.store
         let health = HealthState(storeReachable: { store.isReachable() })
         self.health = health
         let orders = OrderService(store: store, catalog: catalog)
-        let verifier = try App.proofVerifier(configuration, logger: logger)
+        let verifier = try App.proofVerifier(configuration, logger: logger, metrics: metrics)
         let engine = PurchaseEngine(orders: orders, verifier: verifier,
                                     restorePolicy: RestorePolicy(rawValue: configuration.restorePolicy) ?? .transfer)
         let service = BillingService(orders: orders, purchases: engine, health: health) { requestID, detail in
@@ -68,12 +77,20 @@ public final class App: Sendable {
         }
         var router = Router()
         service.register(in: &router)
+        if let apiKeys {
+            router.guardAll { apiKeys.check($0) }
+        }
 
         var serverConfig = ServerConfiguration()
         serverConfig.listen = configuration.listen
         serverConfig.threads = configuration.threads
         serverConfig.maxMessageBytes = configuration.maxMessageBytes
         serverConfig.maxConcurrentStreams = configuration.maxConcurrentStreams
+        serverConfig.maxConnections = configuration.maxConnections
+        serverConfig.maxInFlight = configuration.maxInFlight
+        serverConfig.maxHeaderListBytes = configuration.maxHeaderListBytes
+        serverConfig.maxDeadlineNanoseconds = Int64(configuration.maxDeadline * 1e9)
+        serverConfig.idleTimeoutNanoseconds = Int64(configuration.idleTimeout * 1e9)
         if let cert = configuration.tlsCert, let key = configuration.tlsKey {
             do {
                 serverConfig.tls = try TLSContext(certificatePath: cert, keyPath: key, clientCAPath: configuration.tlsClientCA)
@@ -81,19 +98,46 @@ public final class App: Sendable {
                 throw StartError(description: "billingd: --tls-cert: \(error)")
             }
         }
-        var observer: (@Sendable (CallRecord) -> Void)?
-        if logger.level <= .info {
-            observer = { record in App.logCall(record, logger) }
+        let logCalls = logger.level <= .info
+        let observer: @Sendable (CallRecord) -> Void = { record in
+            metrics.record(record)
+            if logCalls { App.logCall(record, logger) }
         }
         do {
             server = try Server(configuration: serverConfig, router: router, observer: observer)
         } catch {
             throw StartError(description: "billingd: \(error)")
         }
+        let server = self.server
+        let storeForReady = store
+        let registry = metrics.registry
+        registry.gauge("billingd_rpc_in_flight", help: "Calls being handled.") { Double(server.inFlightCount) }
+        registry.gauge("billingd_connections", help: "Open HTTP/2 connections.") { Double(server.connectionCount) }
+        registry.gauge("billingd_connections_refused_total", help: "Connections closed at accept (--max-connections).") {
+            Double(server.refusedConnectionCount)
+        }
+        if let listen = configuration.metricsListen {
+            do {
+                metricsServer = try MetricsServer(listen: listen) { path in
+                    switch path {
+                    case "/metrics": return (200, "text/plain; version=0.0.4; charset=utf-8", registry.render())
+                    case "/healthz": return (200, "text/plain", "ok\n")
+                    case "/readyz":
+                        let ready = storeForReady.isReachable() && health.status(of: "") == .serving
+                        return ready ? (200, "text/plain", "ready\n") : (503, "text/plain", "not ready\n")
+                    default: return (404, "text/plain", "not found\n")
+                    }
+                }
+            } catch {
+                throw StartError(description: "billingd: --metrics-listen: \(error)")
+            }
+        } else {
+            metricsServer = nil
+        }
     }
 
     /// The App Store verifier the flags describe; refuses every proof when none is configured.
-    static func proofVerifier(_ c: Configuration, logger: Logger) throws(StartError) -> any ProofVerifier {
+    static func proofVerifier(_ c: Configuration, logger: Logger, metrics: BillingMetrics) throws(StartError) -> any ProofVerifier {
         var roots: [Certificate] = []
         for path in c.trustRoots {
             do {
@@ -127,7 +171,7 @@ public final class App: Sendable {
         }
         let settings = VerifierSettings(anchors: TrustAnchors(roots: roots), bundleIDs: Set(c.bundleIDs), appAppleID: c.appleAppID,
                                         environments: environments, now: { SystemClock().nowMilliseconds() })
-        return AppStoreProofVerifier(settings: settings)
+        return AppStoreProofVerifier(settings: settings) { kind, result in metrics.verifications.inc([kind, result]) }
     }
 
     private static func logCall(_ record: CallRecord, _ logger: Logger) {
@@ -138,6 +182,8 @@ public final class App: Sendable {
         fields.append(("duration_ms", .double(Double(record.durationNanoseconds) / 1e6)))
         fields.append(("request_id", .string(record.requestID)))
         fields.append(("peer", .string(record.peer)))
+        if let subject = record.peerSubject { fields.append(("peer_subject", .string(subject))) }
+        for (key, value) in record.notes { fields.append((key, .string(value))) }
         logger.log(.info, "rpc", fields)
     }
 
@@ -152,6 +198,8 @@ public final class App: Sendable {
         }
         logger.log(.info, "started", [
             ("listen", .string(bound)), ("tls", .bool(configuration.tlsCert != nil)),
+            ("mutual_tls", .bool(configuration.tlsClientCA != nil)), ("api_keys", .bool(configuration.apiKeys != nil)),
+            ("metrics", .string(metricsServer?.address ?? "off")), ("version", .string(Daemon.version)),
             ("database", .string(configuration.database.hasPrefix("sqlite:") ? configuration.database : "postgres")),
             ("db_pool_size", .int(configuration.database.hasPrefix("sqlite:") ? 1 : configuration.dbPoolSize)),
             ("threads", .int(configuration.threads)), ("max_message_bytes", .int(configuration.maxMessageBytes)),
@@ -171,6 +219,7 @@ public final class App: Sendable {
         health.beginDraining()
         server.shutdown(graceSeconds: configuration.shutdownGrace)
         store.close()
+        metricsServer?.stop()
         var counts: [(String, Logger.LogValue)] = []
         for code in StatusCode.allCases where server.count(of: code) > 0 {
             counts.append(("calls." + code.description, .int(server.count(of: code))))

@@ -24,6 +24,13 @@ public struct Configuration: Sendable, Equatable {
     public var shutdownGrace = 20.0
     public var logLevel = LogLevel.info
     public var maxConcurrentStreams = 1024
+    public var maxConnections = 10_000
+    public var maxInFlight = 10_000
+    public var maxHeaderListBytes = 16 << 10
+    /// Seconds; the cap on every call's deadline.
+    public var maxDeadline = 60.0
+    /// Seconds; a connection with no open stream for this long is closed.
+    public var idleTimeout = 300.0
 
     public init() {}
 
@@ -40,7 +47,8 @@ public struct Configuration: Sendable, Equatable {
         "apple-app-id": true, "environments": true, "trust-root": true, "catalog": true, "restore-policy": true,
         "dev": false, "dev-store": true, "tls-cert": true, "tls-key": true, "tls-client-ca": true, "api-keys": true,
         "metrics-listen": true, "db-pool-size": true, "shutdown-grace": true, "log-level": true,
-        "max-concurrent-streams": true, "help": false, "version": false,
+        "max-concurrent-streams": true, "max-connections": true, "max-in-flight": true, "max-header-list-bytes": true,
+        "max-deadline": true, "idle-timeout": true, "help": false, "version": false,
     ]
     static let repeatable: Set<String> = ["bundle-id", "trust-root"]
 
@@ -139,6 +147,18 @@ public struct Configuration: Sendable, Equatable {
         if let n = try int("threads", 1...256) { c.threads = n }
         if let n = try int("max-message-bytes", 1...(256 << 20)) { c.maxMessageBytes = n }
         if let n = try int("max-concurrent-streams", 1...1_000_000) { c.maxConcurrentStreams = n }
+        if let n = try int("max-connections", 1...1_000_000) { c.maxConnections = n }
+        if let n = try int("max-in-flight", 1...10_000_000) { c.maxInFlight = n }
+        if let n = try int("max-header-list-bytes", 1024...(1 << 20)) { c.maxHeaderListBytes = n }
+        func seconds(_ flag: String, _ range: ClosedRange<Double>) throws(Invalid) -> Double? {
+            guard let s = one(flag) else { return nil }
+            guard let d = Double(s), range.contains(d) else {
+                throw Invalid(flag: flag, problem: "'\(s)' is not a number of seconds from \(range.lowerBound) to \(range.upperBound)")
+            }
+            return d
+        }
+        if let d = try seconds("max-deadline", 0.001...86_400) { c.maxDeadline = d }
+        if let d = try seconds("idle-timeout", 1...86_400) { c.idleTimeout = d }
         if let ids = v["bundle-id"] {
             for id in ids where id.isEmpty || id.contains(" ") { throw Invalid(flag: "bundle-id", problem: "'\(id)' is not a bundle id") }
             c.bundleIDs = ids
@@ -201,6 +221,13 @@ public struct Configuration: Sendable, Equatable {
       --threads N                  event-loop threads (default: cores)
       --max-message-bytes N        largest request message (default 4194304)
       --max-concurrent-streams N   HTTP/2 streams per connection (default 1024)
+      --max-connections N          open connections (default 10000); more are closed at accept
+      --max-in-flight N            calls being handled (default 10000); more get RESOURCE_EXHAUSTED OVERLOADED
+      --max-header-list-bytes N    request header block (default 16384)
+      --max-deadline SECONDS       cap on every call's deadline (default 60)
+      --idle-timeout SECONDS       close connections idle this long (default 300)
+      --api-keys PATH              require API keys (CONFIG.md format)
+      --metrics-listen HOST:PORT   Prometheus /metrics, /healthz, /readyz over HTTP/1.1
       --catalog PATH               product catalog JSON
       --tls-cert PATH --tls-key PATH   serve TLS with ALPN h2
       --tls-client-ca PATH         require client certificates signed by this CA
@@ -212,6 +239,6 @@ public struct Configuration: Sendable, Equatable {
       --trust-root PATH            trusted root certificate, DER or PEM (repeatable)
       --restore-policy P           transfer (default) or keep
       --dev                        local use: a test-store CA in --dev-store (default ./teststore), trusted; accepts xcode
-      --api-keys, --metrics-listen, --db-pool-size: see CONFIG.md
+      --db-pool-size N             PostgreSQL connections (default 8)
     """
 }

@@ -102,6 +102,7 @@ public final class EventLoop: @unchecked Sendable {
 
     /// Stops the loop after the current iteration.
     func stop() { stopping = true }
+    var isStopping: Bool { stopping }
 
     var handlerCount: Int { handlers.count }
 
@@ -152,7 +153,8 @@ public final class EventLoop: @unchecked Sendable {
                 }
             }
             runTasks()
-            timers.fire(now: Monotonic.now())
+            // Take the due timers first: their actions may schedule or cancel timers.
+            for action in timers.takeDue(now: Monotonic.now()) { action() }
             runTasks()
             while !dirty.isEmpty {
                 let targets = dirty
@@ -212,7 +214,14 @@ struct TimerHeap {
         return id
     }
 
-    mutating func cancel(_ id: Int) { actions[id] = nil }
+    mutating func cancel(_ id: Int) {
+        actions[id] = nil
+        // Cancelled entries stay in the heap until they reach the top; rebuild when they dominate.
+        if heap.count > 1024 && heap.count > 4 * actions.count {
+            heap = heap.filter { actions[$0.id] != nil }
+            heap.sort { $0.at < $1.at }  // a sorted array is a valid min-heap
+        }
+    }
 
     private mutating func popMin() -> (at: UInt64, id: Int) {
         let top = heap[0]
@@ -240,10 +249,12 @@ struct TimerHeap {
         return Int32(min((first.at - now + 999_999) / 1_000_000, 60_000))
     }
 
-    mutating func fire(now: UInt64) {
+    mutating func takeDue(now: UInt64) -> [() -> Void] {
+        var due: [() -> Void] = []
         while let first = heap.first, first.at <= now {
             _ = popMin()
-            if let action = actions.removeValue(forKey: first.id) { action() }
+            if let action = actions.removeValue(forKey: first.id) { due.append(action) }
         }
+        return due
     }
 }

@@ -13,6 +13,16 @@ public struct ServerConfiguration: Sendable {
     public var maxMessageBytes = 4 << 20
     public var maxConcurrentStreams = 1024
     public var maxHeaderListBytes = 16 << 10
+    /// Open connections accepted at once; more are closed at accept.
+    public var maxConnections = 10_000
+    /// Calls dispatched and not yet answered; more answer RESOURCE_EXHAUSTED OVERLOADED.
+    public var maxInFlight = 10_000
+    /// The longest a call may run: a larger or missing grpc-timeout is capped to this.
+    public var maxDeadlineNanoseconds: Int64 = 60_000_000_000
+    /// A connection with no open stream for this long gets GOAWAY and is closed.
+    public var idleTimeoutNanoseconds: Int64 = 300_000_000_000
+    /// A peer that takes no bytes for this long while we have output queued is dropped.
+    public var writeStallNanoseconds: Int64 = 30_000_000_000
     /// TLS with ALPN h2 when set; h2c with prior knowledge otherwise.
     public var tls: TLSContext?
 
@@ -27,6 +37,10 @@ public struct CallRecord: Sendable {
     public var durationNanoseconds: UInt64
     public var peer: String
     public var requestID: String
+    /// Facts the handler noted (`order_id`, `account_id`).
+    public var notes: [(String, String)]
+    /// The client certificate's subject under mutual TLS.
+    public var peerSubject: String?
 }
 
 /// State every loop of a server reads: configuration, router, counters.
@@ -35,6 +49,7 @@ final class ServerShared: Sendable {
     let router: Router
     let observer: (@Sendable (CallRecord) -> Void)?
     let connections = Atomic<Int>(0)
+    let refusedConnections = Atomic<Int>(0)
     let inFlight = Atomic<Int>(0)
     let requestCounter = Atomic<UInt64>(0)
     /// Calls answered, by gRPC code (index = raw value).
@@ -56,14 +71,15 @@ final class ServerShared: Sendable {
     func connectionClosed() { connections.subtract(1, ordering: .relaxed) }
     func callStarted() { inFlight.add(1, ordering: .relaxed) }
 
-    func finished(stream: ServerStream, code: StatusCode, reason: String?, peer: String) {
+    func finished(stream: ServerStream, code: StatusCode, reason: String?, peer: String, peerSubject: String? = nil) {
         if stream.dispatched { inFlight.subtract(1, ordering: .relaxed) }
         byCode.add(code)
         guard let observer else { return }
         let elapsed = stream.startedAt == 0 ? 0 : Monotonic.now() &- stream.startedAt
         observer(CallRecord(method: stream.path.hasPrefix("/") ? String(stream.path.dropFirst()) : stream.path,
                             code: code, reason: reason, durationNanoseconds: elapsed, peer: peer,
-                            requestID: stream.requestNumber == 0 ? "" : RequestID(prefix: requestIDPrefix, number: stream.requestNumber).description))
+                            requestID: stream.requestNumber == 0 ? "" : RequestID(prefix: requestIDPrefix, number: stream.requestNumber).description,
+                            notes: stream.cancellation?.noted ?? [], peerSubject: peerSubject))
     }
 }
 
@@ -90,6 +106,15 @@ final class LoopConnections: @unchecked Sendable {
     }
 
     func forget(_ fd: Int32) { connections[fd] = nil }
+
+    /// Once a second: idle connections get GOAWAY, stalled writers are dropped.
+    func startSweeping() {
+        loop.schedule(afterNanoseconds: 1_000_000_000) { [self] in
+            let now = Monotonic.now()
+            for connection in Array(connections.values) { connection.sweep(now: now) }
+            if !loop.isStopping { startSweeping() }
+        }
+    }
 }
 
 /// Accepts on the one listening socket and deals connections to the loops in turn.
@@ -123,6 +148,11 @@ final class Listener: EventHandler, @unchecked Sendable {
                 }
             }
             if client < 0 { return }  // EAGAIN, or EMFILE: try again on the next event
+            if shared.connections.load(ordering: .relaxed) >= shared.configuration.maxConnections {
+                Glibc.close(client)
+                shared.refusedConnections.add(1, ordering: .relaxed)
+                continue
+            }
             Sockets.setInt(client, Int32(IPPROTO_TCP), TCP_NODELAY, 1)
             let target = targets[next % targets.count]
             next &+= 1
@@ -178,6 +208,7 @@ public final class Server: Sendable {
         let listener = Listener(fd: fd, loop: loops[0], shared: shared, targets: loopConnections)
         loops[0].register(fd, listener, events: EPOLLIN.rawValue)
         for loop in loops { loop.start() }
+        for group in loopConnections { group.loop.execute { group.startSweeping() } }
         state.withLock {
             $0.listener = listener
             $0.port = bound.port
@@ -193,6 +224,8 @@ public final class Server: Sendable {
     public var connectionCount: Int { shared.connections.load(ordering: .relaxed) }
     /// Calls dispatched to handlers and not yet answered.
     public var inFlightCount: Int { shared.inFlight.load(ordering: .relaxed) }
+    /// Connections closed at accept because `maxConnections` were open.
+    public var refusedConnectionCount: Int { shared.refusedConnections.load(ordering: .relaxed) }
     /// Calls answered so far with `code`.
     public func count(of code: StatusCode) -> Int { shared.byCode.count(code) }
 

@@ -3,6 +3,7 @@ import CSystem
 import Glibc
 import ProtoWire
 import RPC
+import Synchronization
 
 /// One accepted connection: socket, optional TLS, one nghttp2 server session, its streams.
 ///
@@ -21,6 +22,11 @@ final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
     private var pendingOffset = 0
     private var watchingWrites = false
     private var flushScheduled = false
+    /// Monotonic time of the last byte read or written, and of the last write progress.
+    private var lastActivity = Monotonic.now()
+    private var lastWriteProgress = Monotonic.now()
+    /// The client certificate's subject, once a mutual-TLS handshake verified it.
+    private(set) var peerSubject: String?
     private(set) var closed = false
     private var draining = false
     /// The loop's registry that keeps this connection alive.
@@ -96,6 +102,7 @@ final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
                 close()
                 return
             }
+            peerSubject = tls.peerSubject
             startSession()
             flush()
             // TLS may already hold decrypted application data.
@@ -137,6 +144,7 @@ final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
                     return
                 }
             }
+            lastActivity = Monotonic.now()
             let rv = nghttp2_session_mem_recv(session, buffer.baseAddress!.assumingMemoryBound(to: UInt8.self), n)
             if rv < 0 {
                 // A protocol error: nghttp2 may have queued a GOAWAY; send it, then close.
@@ -229,6 +237,12 @@ final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
     /// Bytes written (possibly fewer than given), or nil when the connection is gone.
     private func writeOut(_ bytes: UnsafeRawBufferPointer) -> Int? {
         var total = 0
+        defer {
+            if total > 0 {
+                lastWriteProgress = Monotonic.now()
+                lastActivity = lastWriteProgress
+            }
+        }
         while total < bytes.count {
             let rest = UnsafeRawBufferPointer(rebasing: bytes[total...])
             if let tls {
@@ -271,6 +285,28 @@ final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
         if stream.dispatched && !stream.responded {
             stream.cancellation?.cancel()
             shared.finished(stream: stream, code: .cancelled, reason: nil, peer: peer)
+        }
+    }
+
+    /// Called once a second by the loop: GOAWAY after the idle timeout, drop a peer that stopped reading.
+    func sweep(now: UInt64) {
+        guard !closed else { return }
+        for stream in streams.values where stream.dispatched && !stream.responded && stream.capDeadline != 0 && now >= stream.capDeadline {
+            stream.cancellation?.cancel()
+            fail(stream, .deadlineExceeded)
+            scheduleFlush()
+        }
+        let config = shared.configuration
+        if pendingOffset < pending.count, now &- lastWriteProgress > UInt64(config.writeStallNanoseconds) {
+            close()  // a peer that never reads: its buffers are freed with it
+            return
+        }
+        if streams.isEmpty, !draining, now &- lastActivity > UInt64(config.idleTimeoutNanoseconds) {
+            if let session {
+                nghttp2_session_terminate_session(session, UInt32(NGHTTP2_NO_ERROR.rawValue))
+                flush()
+            }
+            if !closed { close() }
         }
     }
 
@@ -413,15 +449,30 @@ final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
             fail(stream, error)
             return
         }
+        let config = shared.configuration
+        if shared.inFlight.load(ordering: .relaxed) >= config.maxInFlight {
+            fail(stream, .overloaded)
+            return
+        }
         stream.dispatched = true
         let cancellation = Cancellation()
         stream.cancellation = cancellation
         var deadline: ContinuousClock.Instant?
+        let cap: Int64? = config.maxDeadlineNanoseconds > 0 ? config.maxDeadlineNanoseconds : nil
+        var asked: Int64?
         if !stream.timeout.isEmpty {
-            guard let nanos = GRPCHeaders.parseTimeout(stream.timeout) else {
+            guard let t = GRPCHeaders.parseTimeout(stream.timeout) else {
+                stream.dispatched = false
                 fail(stream, RPCError(code: .internal, message: "malformed grpc-timeout '\(stream.timeout)'"))
                 return
             }
+            asked = t
+        }
+        if let cap, asked.map({ $0 >= cap }) ?? true {
+            // The cap alone: the once-a-second sweep enforces it, no timer per call.
+            deadline = ContinuousClock.now.advanced(by: .nanoseconds(cap))
+            stream.capDeadline = Monotonic.now() &+ UInt64(cap)
+        } else if let nanos = asked {
             deadline = ContinuousClock.now.advanced(by: .nanoseconds(nanos))
             let id = stream.id
             stream.timerID = loop.schedule(afterNanoseconds: nanos) { [self] in
@@ -436,7 +487,7 @@ final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
         shared.callStarted()
         let context = CallContext(method: stream.methodName, metadata: stream.metadata, deadline: deadline,
                                   peer: peer, requestID: RequestID(prefix: shared.requestIDPrefix, number: stream.requestNumber),
-                                  cancellation: cancellation)
+                                  cancellation: cancellation, peerSubject: peerSubject)
         let id = stream.id
         let responder = Responder { [self] result in
             self.loop.execute { self.complete(streamID: id, result) }
@@ -457,7 +508,7 @@ final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
             stream.bodyOffset = 0
             var provider = nghttp2_data_provider(source: nghttp2_data_source(ptr: nil), read_callback: readBodyCallback)
             nghttp2_submit_response(session, streamID, HeaderList.ok.nva, HeaderList.ok.count, &provider)
-            shared.finished(stream: stream, code: .ok, reason: nil, peer: peer)
+            shared.finished(stream: stream, code: .ok, reason: nil, peer: peer, peerSubject: peerSubject)
         case .failure(let error):
             fail(stream, error)
         }
@@ -479,7 +530,7 @@ final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
         let headers = HeaderList(fields)
         nghttp2_submit_response(session, stream.id, headers.nva, headers.count, nil)
         if stream.startedAt == 0 { stream.startedAt = Monotonic.now() }
-        shared.finished(stream: stream, code: error.code, reason: error.reason, peer: peer)
+        shared.finished(stream: stream, code: error.code, reason: error.reason, peer: peer, peerSubject: peerSubject)
     }
 
     /// A plain HTTP error for requests that are not gRPC at all (wrong method or content type).

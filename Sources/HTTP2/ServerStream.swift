@@ -19,6 +19,8 @@ final class ServerStream {
     /// The answer was submitted to nghttp2.
     var responded = false
     var timerID: Int?
+    /// Monotonic deadline from the server's cap (checked by the sweep), or 0.
+    var capDeadline: UInt64 = 0
     var cancellation: Cancellation?
     var startedAt: UInt64 = 0
     var methodName = ""

@@ -1,12 +1,17 @@
 public import Synchronization
 public import ProtoWire
 
-/// Set once when a call is cancelled (client reset, deadline, shutdown); read from any thread.
+/// Per-call state shared by the transport and the handler: set once when the call is cancelled
+/// (client reset, deadline, shutdown), and the facts a handler notes for the call's log line.
 public final class Cancellation: Sendable {
     private let flag = Atomic<Bool>(false)
+    private let notes = Mutex<[(String, String)]>([])
     public init() {}
     public var isCancelled: Bool { flag.load(ordering: .acquiring) }
     public func cancel() { flag.store(true, ordering: .releasing) }
+    /// Adds a fact for the log line (`order_id`, `account_id`); never secrets.
+    public func note(_ key: String, _ value: String) { notes.withLock { $0.append((key, value)) } }
+    public var noted: [(String, String)] { notes.withLock { $0 } }
 }
 
 /// What a handler knows about its call besides the request message.
@@ -23,17 +28,23 @@ public struct CallContext: Sendable {
     public var requestID: String { requestIDValue.description }
     private var requestIDValue: RequestID
     public var cancellation: Cancellation
+    /// The verified client certificate's subject (mutual TLS), for authorization and logs.
+    public var peerSubject: String?
 
     public init(method: String, metadata: [(name: String, value: String)] = [], deadline: ContinuousClock.Instant? = nil,
                 peer: String = "", requestID: RequestID = RequestID(prefix: "local", number: 0),
-                cancellation: Cancellation = Cancellation()) {
+                cancellation: Cancellation = Cancellation(), peerSubject: String? = nil) {
         self.method = method
         self.metadata = metadata
         self.deadline = deadline
         self.peer = peer
         self.requestIDValue = requestID
         self.cancellation = cancellation
+        self.peerSubject = peerSubject
     }
+
+    /// Notes a fact for this call's log line.
+    public func note(_ key: String, _ value: String) { cancellation.note(key, value) }
 
     /// The first value of a metadata entry.
     public func metadata(_ name: String) -> String? {
@@ -127,6 +138,21 @@ public struct Router: Sendable {
 
     /// The handler for an HTTP/2 `:path`, or nil.
     public func handler(forPath path: String) -> UnaryHandler? { handlers[path]?.handler }
+
+    /// Puts `check` in front of every registered handler: a non-nil answer refuses the call before
+    /// its request is decoded (authentication, authorization).
+    public mutating func guardAll(_ check: @escaping @Sendable (CallContext) -> RPCError?) {
+        for (path, entry) in handlers {
+            let inner = entry.handler
+            handlers[path] = (entry.method, { context, bytes, responder in
+                if let refusal = check(context) {
+                    responder.fail(refusal)
+                } else {
+                    inner(context, bytes, responder)
+                }
+            })
+        }
+    }
 
     /// The method name and handler for an HTTP/2 `:path`, or nil.
     public func route(forPath path: String) -> (method: String, handler: UnaryHandler)? { handlers[path] }

@@ -1,0 +1,86 @@
+import Crypto
+import Foundation
+import RPC
+
+/// API keys (`--api-keys`, CONFIG.md): the file holds SHA-256 digests, never keys.
+struct APIKeys: Sendable {
+    struct Key: Sendable {
+        var name: String
+        var digest: [UInt8]
+        var methods: [String]
+
+        /// `billing.v1.Billing/GetOrder`, `billing.v1.Billing/*`, or `*`.
+        func allows(_ method: String) -> Bool {
+            methods.contains { pattern in
+                if pattern == "*" || pattern == method { return true }
+                if pattern.hasSuffix("/*") { return method.hasPrefix(String(pattern.dropLast())) }
+                return false
+            }
+        }
+    }
+
+    let keys: [Key]
+
+    struct LoadError: Error, CustomStringConvertible { var description: String }
+
+    static func load(path: String) throws(LoadError) -> APIKeys {
+        guard let data = FileManager.default.contents(atPath: path) else { throw LoadError(description: "cannot read \(path)") }
+        guard let root = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any], let list = root["keys"] as? [[String: Any]] else {
+            throw LoadError(description: "\(path) is not {\"keys\": [{\"name\", \"sha256\", \"methods\"}]}")
+        }
+        var keys: [Key] = []
+        for (i, entry) in list.enumerated() {
+            guard let name = entry["name"] as? String, !name.isEmpty else { throw LoadError(description: "key \(i) has no name") }
+            guard let hex = entry["sha256"] as? String, let digest = Self.hex(hex), digest.count == 32 else {
+                throw LoadError(description: "key \(name): sha256 must be 64 hex digits (the SHA-256 of the key, not the key)")
+            }
+            guard let methods = entry["methods"] as? [String], !methods.isEmpty else {
+                throw LoadError(description: "key \(name): methods must list full method names, Service/*, or *")
+            }
+            keys.append(Key(name: name, digest: digest, methods: methods))
+        }
+        guard !keys.isEmpty else { throw LoadError(description: "\(path) lists no keys") }
+        return APIKeys(keys: keys)
+    }
+
+    static func hex(_ s: String) -> [UInt8]? {
+        let c = Array(s.lowercased().utf8)
+        guard c.count % 2 == 0 else { return nil }
+        var out: [UInt8] = []
+        for i in stride(from: 0, to: c.count, by: 2) {
+            guard let b = UInt8(String(decoding: c[i..<i + 2], as: UTF8.self), radix: 16) else { return nil }
+            out.append(b)
+        }
+        return out
+    }
+
+    /// The key a call presents, compared in constant time against every configured digest.
+    func key(for context: CallContext) -> Key? {
+        guard let header = context.metadata("authorization") else { return nil }
+        let parts = header.split(separator: " ", maxSplits: 1)
+        guard parts.count == 2, parts[0].lowercased() == "bearer" else { return nil }
+        let digest = Digest.sha256(Array(parts[1].utf8))
+        var found: Key?
+        for key in keys {
+            var diff: UInt8 = 0
+            for i in 0..<32 { diff |= key.digest[i] ^ digest[i] }
+            if diff == 0 && found == nil { found = key }
+        }
+        return found
+    }
+
+    /// The router guard: health needs no key; otherwise UNAUTHENTICATED or PERMISSION_DENIED.
+    func check(_ context: CallContext) -> RPCError? {
+        if context.method.hasPrefix("grpc.health.v1.Health/") { return nil }
+        guard let key = key(for: context) else {
+            return RPCError(code: .unauthenticated, message: "a valid API key is required: authorization: Bearer <key>",
+                            reason: "UNAUTHENTICATED")
+        }
+        context.note("api_key", key.name)
+        guard key.allows(context.method) else {
+            return RPCError(code: .permissionDenied, message: "API key \(key.name) may not call \(context.method)",
+                            reason: "PERMISSION_DENIED", metadata: ["key": key.name])
+        }
+        return nil
+    }
+}

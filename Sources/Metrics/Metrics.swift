@@ -1,0 +1,154 @@
+import Synchronization
+
+/// Prometheus metrics: counters, gauges and histograms with labels, rendered in the text format.
+/// Thread-safe; each family has its own lock, held only to add a number.
+public final class MetricsRegistry: Sendable {
+    private let families = Mutex<[any MetricFamily]>([])
+
+    public init() {}
+
+    func add(_ family: any MetricFamily) { families.withLock { $0.append(family) } }
+
+    /// Text exposition format 0.0.4.
+    public func render() -> String {
+        var out = ""
+        for family in families.withLock({ $0 }) { family.render(into: &out) }
+        return out
+    }
+
+    public func counter(_ name: String, help: String, labels: [String] = []) -> Counter {
+        let c = Counter(name: name, help: help, labels: labels)
+        add(c)
+        return c
+    }
+
+    @discardableResult
+    public func gauge(_ name: String, help: String, labels: [(String, String)] = [], read: @escaping @Sendable () -> Double) -> Gauge {
+        let g = Gauge(name: name, help: help, labels: labels, read: read)
+        add(g)
+        return g
+    }
+
+    public func histogram(_ name: String, help: String, labels: [String] = [],
+                          buckets: [Double] = Histogram.defaultBuckets) -> Histogram {
+        let h = Histogram(name: name, help: help, labels: labels, buckets: buckets)
+        add(h)
+        return h
+    }
+}
+
+protocol MetricFamily: Sendable {
+    func render(into out: inout String)
+}
+
+/// `name{label="value",...}` with escaping.
+func series(_ name: String, _ labels: [String], _ values: [String], extra: (String, String)? = nil) -> String {
+    var pairs = zip(labels, values).map { "\($0)=\"\(escape($1))\"" }
+    if let extra { pairs.append("\(extra.0)=\"\(extra.1)\"") }
+    return pairs.isEmpty ? name : name + "{" + pairs.joined(separator: ",") + "}"
+}
+
+func escape(_ s: String) -> String {
+    var out = ""
+    for c in s {
+        switch c {
+        case "\\": out += "\\\\"
+        case "\"": out += "\\\""
+        case "\n": out += "\\n"
+        default: out.append(c)
+        }
+    }
+    return out
+}
+
+func format(_ v: Double) -> String {
+    if v == v.rounded() && abs(v) < 1e15 { return String(Int64(v)) }
+    return String(v)
+}
+
+/// A monotonically increasing count per label set.
+public final class Counter: MetricFamily {
+    let name: String, help: String, labels: [String]
+    private let values = Mutex<[[String]: Double]>([:])
+
+    init(name: String, help: String, labels: [String]) {
+        self.name = name
+        self.help = help
+        self.labels = labels
+    }
+
+    public func inc(_ labelValues: [String] = [], by amount: Double = 1) {
+        values.withLock { $0[labelValues, default: 0] += amount }
+    }
+
+    public func value(_ labelValues: [String] = []) -> Double { values.withLock { $0[labelValues] ?? 0 } }
+
+    func render(into out: inout String) {
+        out += "# HELP \(name) \(help)\n# TYPE \(name) counter\n"
+        for (k, v) in values.withLock({ $0 }).sorted(by: { $0.key.lexicographicallyPrecedes($1.key) }) {
+            out += "\(series(name, labels, k)) \(format(v))\n"
+        }
+    }
+}
+
+/// A value read when scraped.
+public final class Gauge: MetricFamily {
+    let name: String, help: String
+    let labels: [(String, String)]
+    let read: @Sendable () -> Double
+
+    init(name: String, help: String, labels: [(String, String)], read: @escaping @Sendable () -> Double) {
+        self.name = name
+        self.help = help
+        self.labels = labels
+        self.read = read
+    }
+
+    func render(into out: inout String) {
+        out += "# HELP \(name) \(help)\n# TYPE \(name) gauge\n\(series(name, labels.map(\.0), labels.map(\.1))) \(format(read()))\n"
+    }
+}
+
+/// Cumulative buckets, sum and count per label set.
+public final class Histogram: MetricFamily {
+    public static let defaultBuckets: [Double] = [0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10]
+    let name: String, help: String, labels: [String], buckets: [Double]
+    private struct Series {
+        var counts: [UInt64]
+        var sum: Double = 0
+        var count: UInt64 = 0
+    }
+    private let series_ = Mutex<[[String]: Series]>([:])
+
+    init(name: String, help: String, labels: [String], buckets: [Double]) {
+        self.name = name
+        self.help = help
+        self.labels = labels
+        self.buckets = buckets
+    }
+
+    public func observe(_ value: Double, _ labelValues: [String] = []) {
+        let index = buckets.firstIndex { value <= $0 } ?? buckets.count
+        series_.withLock { all in
+            var s = all[labelValues] ?? Series(counts: Array(repeating: 0, count: buckets.count + 1))
+            s.counts[index] += 1
+            s.sum += value
+            s.count += 1
+            all[labelValues] = s
+        }
+    }
+
+    func render(into out: inout String) {
+        out += "# HELP \(name) \(help)\n# TYPE \(name) histogram\n"
+        for (k, s) in series_.withLock({ $0 }).sorted(by: { $0.key.lexicographicallyPrecedes($1.key) }) {
+            var cumulative: UInt64 = 0
+            for (i, bound) in buckets.enumerated() {
+                cumulative += s.counts[i]
+                out += "\(series(name + "_bucket", labels, k, extra: ("le", format(bound)))) \(cumulative)\n"
+            }
+            out += "\(series(name + "_bucket", labels, k, extra: ("le", "+Inf"))) \(s.count)\n"
+            out += "\(series(name + "_sum", labels, k)) \(s.sum)\n"
+            out += "\(series(name + "_count", labels, k)) \(s.count)\n"
+        }
+    }
+}
