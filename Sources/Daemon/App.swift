@@ -113,7 +113,7 @@ public final class App: Sendable {
         let registry = metrics.registry
         registry.gauge("billingd_rpc_in_flight", help: "Calls being handled.") { Double(server.inFlightCount) }
         registry.gauge("billingd_connections", help: "Open HTTP/2 connections.") { Double(server.connectionCount) }
-        registry.gauge("billingd_connections_refused_total", help: "Connections closed at accept (--max-connections).") {
+        registry.counter("billingd_connections_refused_total", help: "Connections closed at accept (--max-connections).") {
             Double(server.refusedConnectionCount)
         }
         if let listen = configuration.metricsListen {

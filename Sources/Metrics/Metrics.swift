@@ -24,7 +24,15 @@ public final class MetricsRegistry: Sendable {
 
     @discardableResult
     public func gauge(_ name: String, help: String, labels: [(String, String)] = [], read: @escaping @Sendable () -> Double) -> Gauge {
-        let g = Gauge(name: name, help: help, labels: labels, read: read)
+        let g = Gauge(name: name, help: help, labels: labels, type: "gauge", read: read)
+        add(g)
+        return g
+    }
+
+    /// A counter whose value something else keeps (read when scraped).
+    @discardableResult
+    public func counter(_ name: String, help: String, read: @escaping @Sendable () -> Double) -> Gauge {
+        let g = Gauge(name: name, help: help, labels: [], type: "counter", read: read)
         add(g)
         return g
     }
@@ -95,17 +103,19 @@ public final class Counter: MetricFamily {
 public final class Gauge: MetricFamily {
     let name: String, help: String
     let labels: [(String, String)]
+    let type: String
     let read: @Sendable () -> Double
 
-    init(name: String, help: String, labels: [(String, String)], read: @escaping @Sendable () -> Double) {
+    init(name: String, help: String, labels: [(String, String)], type: String, read: @escaping @Sendable () -> Double) {
         self.name = name
         self.help = help
         self.labels = labels
+        self.type = type
         self.read = read
     }
 
     func render(into out: inout String) {
-        out += "# HELP \(name) \(help)\n# TYPE \(name) gauge\n\(series(name, labels.map(\.0), labels.map(\.1))) \(format(read()))\n"
+        out += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n\(series(name, labels.map(\.0), labels.map(\.1))) \(format(read()))\n"
     }
 }
 
