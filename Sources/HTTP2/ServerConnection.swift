@@ -297,8 +297,11 @@ final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
             scheduleFlush()
         }
         let config = shared.configuration
-        if pendingOffset < pending.count, now &- lastWriteProgress > UInt64(config.writeStallNanoseconds) {
-            close()  // a peer that never reads: its buffers are freed with it
+        // Output waits (in our buffer, or answers nghttp2 holds behind a closed flow-control window)
+        // and the peer has taken nothing for too long: it never reads. Drop it; its memory goes with it.
+        let waiting = pendingOffset < pending.count || streams.values.contains { $0.responded && $0.bodyOffset < $0.body.count }
+        if waiting, now &- lastWriteProgress > UInt64(config.writeStallNanoseconds) {
+            close()
             return
         }
         if streams.isEmpty, !draining, now &- lastActivity > UInt64(config.idleTimeoutNanoseconds) {

@@ -10,7 +10,7 @@ final class Probe: Sendable {
     let pending = Mutex<[Responder]>([])
 }
 
-func startServer(_ probe: Probe) throws -> (Server, String) {
+func startServer(_ probe: Probe, _ tune: (inout ServerConfiguration) -> Void = { _ in }) throws -> (Server, String) {
     var router = Router()
     router.register("test.v1.T/Hang") { context, _, responder in
         probe.cancelled.withLock { $0.append(context.cancellation) }
@@ -20,9 +20,13 @@ func startServer(_ probe: Probe) throws -> (Server, String) {
         DispatchQueue.global().asyncAfter(deadline: .now() + 0.3) { responder.succeed(framed: MessageFraming.frame(message)) }
     }
     router.register("test.v1.T/Echo") { _, message, responder in responder.succeed(framed: MessageFraming.frame(message)) }
+    router.register("test.v1.T/Big") { _, _, responder in
+        responder.succeed(framed: MessageFraming.frame([UInt8](repeating: 9, count: 4 << 20)))
+    }
     var config = ServerConfiguration()
     config.listen = "127.0.0.1:0"
     config.threads = 2
+    tune(&config)
     let server = try Server(configuration: config, router: router)
     return (server, try server.start())
 }
@@ -113,6 +117,34 @@ struct TransportTests {
         let r = try c.unary("test.v1.T/Echo", message: payload)
         #expect(r.code == .ok)
         #expect(r.message == payload)
+    }
+
+    @Test("the server's deadline cap ends a call that gave no grpc-timeout")
+    func deadlineCap() throws {
+        let probe = Probe()
+        let (server, address) = try startServer(probe) { $0.maxDeadlineNanoseconds = 500_000_000 }
+        defer { server.shutdown(graceSeconds: 0) }
+        let c = try Client(address: address)
+        let started = Date()
+        let r = try c.unary("test.v1.T/Hang", message: [])
+        #expect(r.code == .deadlineExceeded)
+        #expect(Date().timeIntervalSince(started) < 3)
+        #expect(probe.cancelled.withLock { $0.first?.isCancelled } == true)
+    }
+
+    @Test("a peer that never reads is dropped and its memory freed; others are served")
+    func slowReader() throws {
+        let probe = Probe()
+        let (server, address) = try startServer(probe) { $0.writeStallNanoseconds = 1_000_000_000 }
+        defer { server.shutdown(graceSeconds: 0) }
+        let stalled = try Client(address: address)
+        // Ask for far more than the socket buffers and flow-control windows hold, then never read.
+        for _ in 0..<8 { _ = try stalled.start("test.v1.T/Big", body: MessageFraming.frame([])) }
+        try stalled.flush()
+        let other = try Client(address: address)
+        #expect(try other.unary("test.v1.T/Echo", message: [1]).message == [1])
+        #expect(eventually(8) { server.connectionCount == 1 })
+        #expect(try other.unary("test.v1.T/Echo", message: [2]).message == [2])
     }
 
     @Test("garbage instead of the HTTP/2 preface closes only that connection")
