@@ -37,6 +37,7 @@ public final class Client {
     private var tls: TLSSession?
     private var calls: [Int32: CallState] = [:]
     private var failure: SocketError?
+    private var justFinished: [Int32] = []
     private let authority: String
     private let readBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 16)
 
@@ -135,6 +136,30 @@ public final class Client {
         }
     }
 
+    /// Sends what is queued, reads once (waiting up to the socket timeout), and answers the calls that
+    /// finished meanwhile (for load generators keeping many calls in flight).
+    public func poll() throws(SocketError) -> [Int32] {
+        try send()
+        if justFinished.isEmpty {
+            guard let session, nghttp2_session_want_read(session) != 0 || nghttp2_session_want_write(session) != 0 else {
+                throw .protocolError("connection ended by the server")
+            }
+            try receive(tolerateTimeout: true)
+            try send()
+        }
+        let done = justFinished
+        justFinished.removeAll(keepingCapacity: true)
+        return done
+    }
+
+    /// Sets how long `poll` may wait for the server.
+    public func setReceiveTimeout(milliseconds: Int) {
+        var tv = timeval()
+        tv.tv_sec = milliseconds / 1000
+        tv.tv_usec = (milliseconds % 1000) * 1000
+        _ = setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+    }
+
     /// Removes a finished call and returns its answer.
     public func finish(_ id: Int32) -> UnaryResponse {
         guard let call = calls.removeValue(forKey: id) else { return UnaryResponse() }
@@ -182,7 +207,7 @@ public final class Client {
         }
     }
 
-    private func receive() throws(SocketError) {
+    private func receive(tolerateTimeout: Bool = false) throws(SocketError) {
         let n: Int
         if let tls {
             switch tls.read(readBuffer) {
@@ -194,7 +219,7 @@ public final class Client {
         } else {
             n = read(fd, readBuffer.baseAddress, readBuffer.count)
             if n < 0 {
-                if errno == EINTR { return }
+                if errno == EINTR || (tolerateTimeout && (errno == EAGAIN || errno == EWOULDBLOCK)) { return }
                 throw .system(call: "read", errno: errno == EAGAIN ? ETIMEDOUT : errno)
             }
         }
@@ -238,6 +263,7 @@ public final class Client {
         guard let call = calls[id] else { return }
         if code != 0 && call.response.code == .unknown { call.response.resetCode = code }
         call.done = true
+        justFinished.append(id)
     }
     fileprivate func readBody(_ id: Int32, _ buf: UnsafeMutablePointer<UInt8>, _ length: Int, _ flags: UnsafeMutablePointer<UInt32>) -> Int {
         guard let call = calls[id] else { return Int(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue) }

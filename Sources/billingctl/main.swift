@@ -21,6 +21,9 @@ commands:
   teststore receipt [--bundle-id ID] [--receipt-type Xcode|ProductionSandbox|Production]
         --purchase PRODUCT:TRANSACTION_ID[:PURCHASE_MS[:EXPIRES_MS]] ... [--store DIR]
   demo [--store DIR] [--bundle-id ID] [--product ID]   CreateOrder -> signed purchase -> SubmitReceipt -> retry -> Restore
+  load [--mix create=5,get=3,submit=1,receipt=1,restore=1,health=1] [--connections N] [--concurrency N]
+        [--requests N] [--duration S] [--rate PER_SECOND] [--max-errors PERCENT] [--json] [--store DIR]
+        bounded load (at most 10M calls, 1 h); counts grpc-status itself; exit 1 above --max-errors (default 0)
   verify FILE|- [--kind transaction|renewal|notification|app-transaction|receipt] --root PATH ... [--bundle-id ID]
         [--environment sandbox,production,xcode] [--app-apple-id N] [--now MS]   offline verdict (exit 3 when refused)
 Values given as @PATH are read from that file. The test store lives in --store (default ./teststore).
@@ -54,6 +57,7 @@ struct Options {
             switch a {
             case "--addr": addr = try value(a)
             case "--tls": tls = true
+            case "--json": named["json"] = "true"
             case "--ca": ca = try value(a); tls = true
             case "--insecure": insecure = true; tls = true
             case "--timeout":
@@ -151,6 +155,8 @@ func run() throws {
         try Demo.run(options)
     case "verify":
         try VerifyCommand.run(options)
+    case "load":
+        try LoadCommand.run(options)
     default:
         throw Usage(message: "unknown command '\(options.command)'")
     }
