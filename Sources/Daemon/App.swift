@@ -203,6 +203,7 @@ public final class App: Sendable {
             ("database", .string(configuration.database.hasPrefix("sqlite:") ? configuration.database : "postgres")),
             ("db_pool_size", .int(configuration.database.hasPrefix("sqlite:") ? 1 : configuration.dbPoolSize)),
             ("threads", .int(configuration.threads)), ("max_message_bytes", .int(configuration.maxMessageBytes)),
+            ("max_connections", .int(configuration.maxConnections)), ("max_in_flight", .int(configuration.maxInFlight)),
         ])
         return bound
     }

@@ -24,7 +24,7 @@ public struct Configuration: Sendable, Equatable {
     public var shutdownGrace = 20.0
     public var logLevel = LogLevel.info
     public var maxConcurrentStreams = 1024
-    public var maxConnections = 10_000
+    public var maxConnections = 50_000
     public var maxInFlight = 10_000
     public var maxHeaderListBytes = 16 << 10
     /// Seconds; the cap on every call's deadline.
@@ -221,7 +221,7 @@ public struct Configuration: Sendable, Equatable {
       --threads N                  event-loop threads (default: cores)
       --max-message-bytes N        largest request message (default 4194304)
       --max-concurrent-streams N   HTTP/2 streams per connection (default 1024)
-      --max-connections N          open connections (default 10000); more are closed at accept
+      --max-connections N          open connections (default 50000, at most the file limit less 128); more are closed at accept
       --max-in-flight N            calls being handled (default 10000); more get RESOURCE_EXHAUSTED OVERLOADED
       --max-header-list-bytes N    request header block (default 16384)
       --max-deadline SECONDS       cap on every call's deadline (default 60)

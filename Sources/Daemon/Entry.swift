@@ -13,7 +13,7 @@ public enum Daemon {
             print("billingd \(version)")
             exit(0)
         }
-        let configuration: Configuration
+        var configuration: Configuration
         do {
             configuration = try Configuration.parse(arguments, environment: ProcessInfo.processInfo.environment)
         } catch {
@@ -29,6 +29,14 @@ public enum Daemon {
         pthread_sigmask(SIG_BLOCK, &set, nil)
         signal(SIGPIPE, SIG_IGN)
 
+        // Connections are file descriptors: take the whole hard limit, and keep --max-connections under it.
+        var limit = rlimit()
+        getrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+        limit.rlim_cur = limit.rlim_max
+        setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
+
+        let usable = Int(clamping: limit.rlim_cur) - 128
+        if usable > 0 && configuration.maxConnections > usable { configuration.maxConnections = usable }
         let logger = Logger(level: configuration.logLevel)
         let app: App
         do {
