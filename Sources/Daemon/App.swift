@@ -179,7 +179,7 @@ public final class App: Sendable {
             ("method", .string(record.method)), ("code", .string(record.code.description)),
         ]
         if let reason = record.reason { fields.append(("reason", .string(reason))) }
-        fields.append(("duration_ms", .double(Double(record.durationNanoseconds) / 1e6)))
+        fields.append(("duration_ms", .millis(record.durationNanoseconds)))
         fields.append(("request_id", .string(record.requestID)))
         fields.append(("peer", .string(record.peer)))
         if let subject = record.peerSubject { fields.append(("peer_subject", .string(subject))) }

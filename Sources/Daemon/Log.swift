@@ -48,43 +48,102 @@ public final class Logger: Sendable {
     }
 
     /// Logs `msg` with string or number fields (values are JSON-escaped).
+    /// Builds the line as bytes without Foundation formatting: this runs once per call.
     public func log(_ level: LogLevel, _ msg: String, _ fields: [(String, LogValue)] = []) {
         guard level >= self.level else { return }
-        var line = "{\"time\":\"\(Self.timestamp())\",\"level\":\"\(level.rawValue)\",\"msg\":\(Self.quote(msg))"
+        var line = [UInt8]()
+        line.reserveCapacity(256)
+        line.append(contentsOf: #"{"time":""#.utf8)
+        Self.appendTimestamp(&line)
+        line.append(contentsOf: #"","level":""#.utf8)
+        line.append(contentsOf: level.rawValue.utf8)
+        line.append(contentsOf: #"","msg":"#.utf8)
+        Self.appendQuoted(msg, to: &line)
         for (key, value) in fields {
-            line += ",\(Self.quote(key)):"
+            line.append(UInt8(ascii: ","))
+            Self.appendQuoted(key, to: &line)
+            line.append(UInt8(ascii: ":"))
             switch value {
-            case .string(let s): line += Self.quote(s)
-            case .int(let n): line += String(n)
-            case .double(let d): line += String(format: "%.3f", d)
-            case .bool(let b): line += b ? "true" : "false"
+            case .string(let s): Self.appendQuoted(s, to: &line)
+            case .int(let n): line.append(contentsOf: String(n).utf8)
+            case .double(let d): Self.appendMillis(UInt64(max(0, d * 1000)), to: &line)
+            case .millis(let nanos): Self.appendMillis(nanos / 1000, to: &line)
+            case .bool(let b): line.append(contentsOf: (b ? "true" : "false").utf8)
             }
         }
-        line += "}\n"
-        buffer.withLock { $0.append(contentsOf: line.utf8) }
+        line.append(contentsOf: "}\n".utf8)
+        buffer.withLock { $0.append(contentsOf: line) }
     }
 
     public enum LogValue: Sendable {
         case string(String)
         case int(Int)
+        /// Printed with three decimals.
         case double(Double)
+        /// A duration in nanoseconds, printed as milliseconds with three decimals.
+        case millis(UInt64)
         case bool(Bool)
     }
 
-    static func quote(_ s: String) -> String {
-        var out = "\""
-        for scalar in s.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            default:
-                if scalar.value < 0x20 { out += String(format: "\\u%04x", scalar.value) } else { out.unicodeScalars.append(scalar) }
+    /// `micros` as milliseconds with three decimals: 1234 -> 1.234.
+    static func appendMillis(_ micros: UInt64, to line: inout [UInt8]) {
+        line.append(contentsOf: String(micros / 1000).utf8)
+        line.append(UInt8(ascii: "."))
+        let frac = micros % 1000
+        line.append(UInt8(ascii: "0") + UInt8(frac / 100))
+        line.append(UInt8(ascii: "0") + UInt8(frac / 10 % 10))
+        line.append(UInt8(ascii: "0") + UInt8(frac % 10))
+    }
+
+    static func appendQuoted(_ s: String, to line: inout [UInt8]) {
+        line.append(UInt8(ascii: "\""))
+        for b in s.utf8 {
+            switch b {
+            case UInt8(ascii: "\""): line.append(contentsOf: #"\""#.utf8)
+            case UInt8(ascii: "\\"): line.append(contentsOf: #"\\"#.utf8)
+            case 0x0A: line.append(contentsOf: #"\n"#.utf8)
+            case 0x0D: line.append(contentsOf: #"\r"#.utf8)
+            case 0x09: line.append(contentsOf: #"\t"#.utf8)
+            case 0..<0x20:
+                let hex = Array("0123456789abcdef".utf8)
+                line.append(contentsOf: #"\u00"#.utf8)
+                line.append(hex[Int(b >> 4)])
+                line.append(hex[Int(b & 15)])
+            default: line.append(b)
             }
         }
-        return out + "\""
+        line.append(UInt8(ascii: "\""))
+    }
+
+    static func quote(_ s: String) -> String {
+        var line: [UInt8] = []
+        appendQuoted(s, to: &line)
+        return String(decoding: line, as: UTF8.self)
+    }
+
+    /// The formatted `YYYY-MM-DDTHH:MM:SS.` of the current second, reused within the second.
+    private static let secondCache = Mutex<(second: Int, prefix: [UInt8])>((-1, []))
+
+    static func appendTimestamp(_ line: inout [UInt8]) {
+        var ts = timespec()
+        clock_gettime(CLOCK_REALTIME, &ts)
+        let second = ts.tv_sec
+        let prefix = secondCache.withLock { cache -> [UInt8] in
+            if cache.second != second {
+                var t = second
+                var tm = tm()
+                gmtime_r(&t, &tm)
+                cache = (second, Array(String(format: "%04d-%02d-%02dT%02d:%02d:%02d.", tm.tm_year + 1900, tm.tm_mon + 1,
+                                              tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec).utf8))
+            }
+            return cache.prefix
+        }
+        line.append(contentsOf: prefix)
+        let ms = Int(ts.tv_nsec / 1_000_000)
+        line.append(UInt8(ascii: "0") + UInt8(ms / 100))
+        line.append(UInt8(ascii: "0") + UInt8(ms / 10 % 10))
+        line.append(UInt8(ascii: "0") + UInt8(ms % 10))
+        line.append(UInt8(ascii: "Z"))
     }
 
     /// RFC 3339 UTC with milliseconds.
