@@ -2,6 +2,7 @@ public import Billing
 import BillingAPI
 public import RPC
 import Dispatch
+import Foundation
 import Synchronization
 
 /// Where slow verifications (app receipts, restores) run, off the event loops.
@@ -29,6 +30,7 @@ public final class BillingService: Sendable {
     public static let restorePurchases = "billing.v1.Billing/RestorePurchases"
     public static let getOrder = "billing.v1.Billing/GetOrder"
     public static let healthCheck = "grpc.health.v1.Health/Check"
+    public static let healthWatch = "grpc.health.v1.Health/Watch"
 
     /// Adds every method to `router`.
     public func register(in router: inout Router) {
@@ -48,6 +50,9 @@ public final class BillingService: Sendable {
         }
         router.register(Self.healthCheck, HealthCheckRequest.self) { [self] _, request, responder in
             healthCheck(request, responder)
+        }
+        router.registerServerStreaming(Self.healthWatch, HealthCheckRequest.self) { [self] _, request, writer in
+            health.watch(request.service, writer)
         }
     }
 
@@ -137,8 +142,64 @@ public final class BillingService: Sendable {
 }
 
 /// What grpc.health.v1 answers: serving until draining starts or the database is unreachable.
+/// Watchers get the status at once and again whenever it changes; draining ends their streams.
 public final class HealthState: Sendable {
     public enum Status: Sendable { case serving, notServing, unknownService }
+
+    private struct Watcher {
+        let service: String
+        let writer: StreamWriter
+        var last: Status
+    }
+    private let watchers = Mutex<[Watcher]>([])
+    private let polling = Atomic<Bool>(false)
+
+    private static func message(_ status: Status) -> HealthCheckResponse {
+        switch status {
+        case .serving: HealthCheckResponse(status: .serving)
+        case .notServing: HealthCheckResponse(status: .notServing)
+        case .unknownService: HealthCheckResponse(status: .serviceUnknown)
+        }
+    }
+
+    /// grpc.health.v1 Watch: the current status now, then every change, until the client leaves or we drain.
+    func watch(_ service: String, _ writer: StreamWriter) {
+        let status = status(of: service)
+        writer.send(Self.message(status))
+        if draining.load(ordering: .acquiring) {
+            writer.finish()
+            return
+        }
+        watchers.withLock { $0.append(Watcher(service: service, writer: writer, last: status)) }
+        startPolling()
+    }
+
+    /// Once a second while anyone watches: tell watchers whose status changed (database up or down).
+    private func startPolling() {
+        guard !polling.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        let thread = Thread { [self] in
+            while true {
+                Thread.sleep(forTimeInterval: 1)
+                let empty = watchers.withLock { list -> Bool in
+                    list.removeAll { $0.writer.isDone }
+                    for i in list.indices {
+                        let now = status(of: list[i].service)
+                        if now != list[i].last {
+                            list[i].last = now
+                            list[i].writer.send(Self.message(now))
+                        }
+                    }
+                    return list.isEmpty
+                }
+                if empty {
+                    polling.store(false, ordering: .releasing)
+                    return
+                }
+            }
+        }
+        thread.name = "health-watch"
+        thread.start()
+    }
 
     /// The services Check knows: "" is the whole server.
     public static let services: Set<String> = ["", "billing.v1.Billing", "grpc.health.v1.Health"]
@@ -150,8 +211,19 @@ public final class HealthState: Sendable {
         self.storeReachable = storeReachable
     }
 
-    /// From now on every service reports NOT_SERVING.
-    public func beginDraining() { draining.store(true, ordering: .releasing) }
+    /// From now on every service reports NOT_SERVING; watchers hear it and their streams end.
+    public func beginDraining() {
+        draining.store(true, ordering: .releasing)
+        let list = watchers.withLock { list -> [Watcher] in
+            let l = list
+            list.removeAll()
+            return l
+        }
+        for w in list where !w.writer.isDone {
+            if w.last != .unknownService { w.writer.send(Self.message(.notServing)) }
+            w.writer.finish()
+        }
+    }
 
     public func status(of service: String) -> Status {
         guard Self.services.contains(service) else { return .unknownService }

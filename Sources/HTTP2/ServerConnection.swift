@@ -282,7 +282,7 @@ final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
 
     private func abandon(_ stream: ServerStream) {
         if let timer = stream.timerID { loop.cancelTimer(timer) }
-        if stream.dispatched && !stream.responded {
+        if stream.dispatched && (!stream.responded || (stream.streamingHandler != nil && !stream.streamFinished)) {
             stream.cancellation?.cancel()
             shared.finished(stream: stream, code: .cancelled, reason: nil, peer: peer)
         }
@@ -380,6 +380,13 @@ final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
             fail(stream, .shuttingDown)
             return
         }
+        if let (method, streaming) = shared.router.streamingRoute(forPath: stream.path) {
+            stream.streamingHandler = streaming
+            stream.methodName = method
+            stream.handler = { _, _, _ in }  // marks the stream routed; dispatch takes the streaming path
+            if endStream { dispatch(stream) }
+            return
+        }
         guard let (method, handler) = shared.router.route(forPath: stream.path) else {
             let method = stream.path.hasPrefix("/") ? String(stream.path.dropFirst()) : stream.path
             fail(stream, .unimplemented(method))
@@ -433,6 +440,17 @@ final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
             stream.bodyOffset += n
         }
         if stream.bodyOffset == stream.body.count {
+            if stream.streamingHandler != nil {
+                if !stream.streamFinished {
+                    if n > 0 { return n }
+                    stream.deferred = true
+                    return Int(NGHTTP2_ERR_DEFERRED.rawValue)
+                }
+                flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue | NGHTTP2_DATA_FLAG_NO_END_STREAM.rawValue
+                submitStreamTrailers(stream, session: session)
+                stream.body = []
+                return n
+            }
             flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue | NGHTTP2_DATA_FLAG_NO_END_STREAM.rawValue
             let trailers = HeaderList.okTrailers
             nghttp2_submit_trailer(session, streamID, trailers.nva, trailers.count)
@@ -471,7 +489,9 @@ final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
             }
             asked = t
         }
-        if let cap, asked.map({ $0 >= cap }) ?? true {
+        if stream.streamingHandler != nil && asked == nil {
+            // Long-lived streams (health Watch) have no server cap; the client's grpc-timeout still applies.
+        } else if let cap, asked.map({ $0 >= cap }) ?? true {
             // The cap alone: the once-a-second sweep enforces it, no timer per call.
             deadline = ContinuousClock.now.advanced(by: .nanoseconds(cap))
             stream.capDeadline = Monotonic.now() &+ UInt64(cap)
@@ -479,8 +499,14 @@ final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
             deadline = ContinuousClock.now.advanced(by: .nanoseconds(nanos))
             let id = stream.id
             stream.timerID = loop.schedule(afterNanoseconds: nanos) { [self] in
-                guard let s = self.streams[id], !s.responded else { return }
+                guard let s = self.streams[id] else { return }
                 s.timerID = nil
+                if s.streamingHandler != nil {
+                    cancellation.cancel()
+                    self.streamEvent(streamID: id, .finish(.deadlineExceeded))
+                    return
+                }
+                guard !s.responded else { return }
                 cancellation.cancel()
                 self.fail(s, .deadlineExceeded)
                 self.scheduleFlush()
@@ -492,6 +518,13 @@ final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
                                   peer: peer, requestID: RequestID(prefix: shared.requestIDPrefix, number: stream.requestNumber),
                                   cancellation: cancellation, peerSubject: peerSubject)
         let id = stream.id
+        if let streaming = stream.streamingHandler {
+            let writer = StreamWriter(cancellation: cancellation) { [self] event in
+                self.loop.execute { self.streamEvent(streamID: id, event) }
+            }
+            streaming(context, message, writer)
+            return
+        }
         let responder = Responder { [self] result in
             self.loop.execute { self.complete(streamID: id, result) }
         }
@@ -516,6 +549,59 @@ final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
             fail(stream, error)
         }
         scheduleFlush()
+    }
+
+    /// A server-streaming call's message or end, on the loop.
+    private func streamEvent(streamID: Int32, _ event: StreamWriter.Event) {
+        guard !closed, let session, let stream = streams[streamID], !stream.streamFinished else { return }
+        switch event {
+        case .message(let framed):
+            if stream.bodyOffset == stream.body.count {
+                stream.body = framed
+                stream.bodyOffset = 0
+            } else {
+                stream.body.append(contentsOf: framed)
+            }
+            if !stream.headersSent {
+                stream.headersSent = true
+                stream.responded = true
+                var provider = nghttp2_data_provider(source: nghttp2_data_source(ptr: nil), read_callback: readBodyCallback)
+                nghttp2_submit_response(session, streamID, HeaderList.ok.nva, HeaderList.ok.count, &provider)
+            } else if stream.deferred {
+                stream.deferred = false
+                nghttp2_session_resume_data(session, streamID)
+            }
+        case .finish(let error):
+            stream.streamFinished = true
+            stream.finishError = error
+            if let timer = stream.timerID {
+                loop.cancelTimer(timer)
+                stream.timerID = nil
+            }
+            if !stream.headersSent {
+                fail(stream, error ?? RPCError(code: .ok, message: ""))
+            } else {
+                shared.finished(stream: stream, code: error?.code ?? .ok, reason: error?.reason, peer: peer, peerSubject: peerSubject)
+                if stream.deferred {
+                    stream.deferred = false
+                    nghttp2_session_resume_data(session, streamID)
+                }
+            }
+        }
+        scheduleFlush()
+    }
+
+    /// Trailers for the end of a stream that already sent headers.
+    private func submitStreamTrailers(_ stream: ServerStream, session: OpaquePointer) {
+        guard let error = stream.finishError else {
+            nghttp2_submit_trailer(session, stream.id, HeaderList.okTrailers.nva, HeaderList.okTrailers.count)
+            return
+        }
+        var fields: [(String, String)] = [("grpc-status", String(error.code.rawValue)),
+                                          ("grpc-message", GRPCHeaders.percentEncode(error.message))]
+        if let rich = error.richStatus { fields.append(("grpc-status-details-bin", Base64.encode(rich.encoded()))) }
+        let trailers = HeaderList(fields)
+        nghttp2_submit_trailer(session, stream.id, trailers.nva, trailers.count)
     }
 
     /// A trailers-only answer with grpc-status, grpc-message and, for service errors, ErrorInfo.

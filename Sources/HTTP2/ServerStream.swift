@@ -11,6 +11,13 @@ final class ServerStream {
     var metadata: [(name: String, value: String)] = []
     var headerBytes = 0
     var handler: UnaryHandler?
+    /// Server streaming: the handler, whether headers went out, whether nghttp2 waits for data,
+    /// and the status once the writer finished.
+    var streamingHandler: ServerStreamingHandler?
+    var headersSent = false
+    var deferred = false
+    var streamFinished = false
+    var finishError: RPCError?
     var deframer: MessageDeframer
     /// The request side has ended (END_STREAM seen).
     var remoteClosed = false

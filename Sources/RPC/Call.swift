@@ -104,6 +104,47 @@ public final class Responder: Sendable {
     public var isAnswered: Bool { answered.load(ordering: .acquiring) }
 }
 
+/// The answers of a server-streaming call: any number of messages, then one status.
+/// Any thread may use it; after `finish` everything is ignored.
+public final class StreamWriter: Sendable {
+    public enum Event: Sendable {
+        /// One length-prefixed message.
+        case message([UInt8])
+        /// The end: OK when nil.
+        case finish(RPCError?)
+    }
+    public typealias Deliver = @Sendable (Event) -> Void
+    private let finished = Atomic<Bool>(false)
+    private let deliver: Deliver
+    /// Set when the client goes away; writers stop sending then.
+    public let cancellation: Cancellation
+
+    public init(cancellation: Cancellation, _ deliver: @escaping Deliver) {
+        self.cancellation = cancellation
+        self.deliver = deliver
+    }
+
+    public var isDone: Bool { finished.load(ordering: .acquiring) || cancellation.isCancelled }
+
+    public func send(_ message: some ProtoMessage) {
+        guard !isDone else { return }
+        var writer = ProtoWriter(capacity: MessageFraming.prefixSize + message.encodedSize)
+        let size = message.encodedSize
+        writer.writeRaw([0, UInt8(truncatingIfNeeded: size >> 24), UInt8(truncatingIfNeeded: size >> 16),
+                         UInt8(truncatingIfNeeded: size >> 8), UInt8(truncatingIfNeeded: size)])
+        message.encode(to: &writer)
+        deliver(.message(writer.finish()))
+    }
+
+    public func finish(_ error: RPCError? = nil) {
+        guard !finished.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        deliver(.finish(error))
+    }
+}
+
+/// A server-streaming method: the request in, messages out through the writer until it finishes.
+public typealias ServerStreamingHandler = @Sendable (CallContext, [UInt8], StreamWriter) -> Void
+
 /// A unary method: request bytes (without the prefix) in, one answer out through the responder.
 /// Handlers run on an event loop and must not block it.
 public typealias UnaryHandler = @Sendable (CallContext, [UInt8], Responder) -> Void
@@ -111,6 +152,7 @@ public typealias UnaryHandler = @Sendable (CallContext, [UInt8], Responder) -> V
 /// Maps full method paths to handlers. Built once before serving, then read-only.
 public struct Router: Sendable {
     private var handlers: [String: (method: String, handler: UnaryHandler)] = [:]
+    private var streaming: [String: (method: String, handler: ServerStreamingHandler)] = [:]
 
     public init() {}
 
@@ -139,6 +181,26 @@ public struct Router: Sendable {
     /// The handler for an HTTP/2 `:path`, or nil.
     public func handler(forPath path: String) -> UnaryHandler? { handlers[path]?.handler }
 
+    /// Registers a server-streaming handler; decoding failures answer INVALID_ARGUMENT before it runs.
+    public mutating func registerServerStreaming<Request: ProtoMessage>(
+        _ method: String, _ type: Request.Type,
+        _ handler: @escaping @Sendable (CallContext, Request, StreamWriter) -> Void
+    ) {
+        streaming["/" + method] = (method, { @Sendable context, bytes, writer in
+            let request: Request
+            do throws(WireError) {
+                request = try Request(decoding: bytes)
+            } catch {
+                writer.finish(.undecodable(error.description))
+                return
+            }
+            handler(context, request, writer)
+        })
+    }
+
+    /// The method name and server-streaming handler for an HTTP/2 `:path`, or nil.
+    public func streamingRoute(forPath path: String) -> (method: String, handler: ServerStreamingHandler)? { streaming[path] }
+
     /// Puts `check` in front of every registered handler: a non-nil answer refuses the call before
     /// its request is decoded (authentication, authorization).
     public mutating func guardAll(_ check: @escaping @Sendable (CallContext) -> RPCError?) {
@@ -152,11 +214,21 @@ public struct Router: Sendable {
                 }
             })
         }
+        for (path, entry) in streaming {
+            let inner = entry.handler
+            streaming[path] = (entry.method, { @Sendable context, bytes, writer in
+                if let refusal = check(context) {
+                    writer.finish(refusal)
+                } else {
+                    inner(context, bytes, writer)
+                }
+            })
+        }
     }
 
     /// The method name and handler for an HTTP/2 `:path`, or nil.
     public func route(forPath path: String) -> (method: String, handler: UnaryHandler)? { handlers[path] }
 
     /// The registered method names, sorted.
-    public var methods: [String] { handlers.keys.map { String($0.dropFirst()) }.sorted() }
+    public var methods: [String] { (Array(handlers.keys) + Array(streaming.keys)).map { String($0.dropFirst()) }.sorted() }
 }

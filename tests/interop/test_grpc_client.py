@@ -158,3 +158,38 @@ def test_concurrent_clients(server):
             by_key.setdefault((i % 10, i % 25), set()).add(oid)
         assert all(len(v) == 1 for v in by_key.values())
         assert len(set(ids)) == len(by_key)
+
+
+def test_health_watch_streams_until_drain():
+    from conftest import Billingd
+    s = Billingd()
+    try:
+        ch = s.channel()
+        stub = health_pb2_grpc.HealthStub(ch)
+        stream = stub.Watch(health_pb2.HealthCheckRequest(), timeout=30)
+        assert next(stream).status == health_pb2.HealthCheckResponse.SERVING
+        unknown = stub.Watch(health_pb2.HealthCheckRequest(service="nope"), timeout=30)
+        assert next(unknown).status == health_pb2.HealthCheckResponse.SERVICE_UNKNOWN
+        unknown.cancel()
+        # A second watcher that leaves early does not disturb the first.
+        other = stub.Watch(health_pb2.HealthCheckRequest(service="billing.v1.Billing"), timeout=30)
+        assert next(other).status == health_pb2.HealthCheckResponse.SERVING
+        other.cancel()
+        import signal as _signal
+        s.proc.send_signal(_signal.SIGTERM)
+        assert next(stream).status == health_pb2.HealthCheckResponse.NOT_SERVING
+        rest = list(stream)  # the stream ends cleanly when billingd drains
+        assert rest == []
+        assert s.proc.wait(timeout=30) == 0
+        ch.close()
+    finally:
+        s.stop()
+
+
+def test_health_watch_deadline(server):
+    with server.channel() as ch:
+        stream = health_pb2_grpc.HealthStub(ch).Watch(health_pb2.HealthCheckRequest(), timeout=0.5)
+        assert next(stream).status == health_pb2.HealthCheckResponse.SERVING
+        with pytest.raises(grpc.RpcError) as e:
+            next(stream)
+        assert e.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
