@@ -34,6 +34,8 @@ public final class SQLiteOrderStore: OrderStore {
     public let path: String
     /// How writes were grouped into commits (for benchmarks and metrics).
     public let groups = GroupStats()
+    /// Recent orders: GetOrder answers from here without leaving the caller's thread.
+    private let cache = OrderCache()
 
     /// Opens (creating if needed) and migrates the database at `path`.
     public init(path: String, readers readerCount: Int = 2, maxGroup: Int = 512) throws(StorageError) {
@@ -141,15 +143,27 @@ public final class SQLiteOrderStore: OrderStore {
                 throw .storage(error)
             }
             let stored = order.pendingOrder
-            return { completion(.success(.created(stored))) }
+            let cache = self.cache
+            return {
+                cache.written(stored)
+                completion(.success(.created(stored)))
+            }
         }, fail: { completion(.failure($0)) })
         if !writer.submit(job) { completion(.failure(.storageUnavailable(detail: "store closed"))) }
     }
 
     public func order(id: String, completion: @escaping @Sendable (Result<Order?, BillingError>) -> Void) {
+        if let hit = cache.get(id) {
+            completion(.success(hit))
+            return
+        }
+        let cache = self.cache
         read { db in
+            let generation = cache.generation
             do throws(StorageError) {
-                completion(.success(try db.query(OrderRow.selectByID, [.text(id)], { OrderRow.decode($0) }).first))
+                let found = try db.query(OrderRow.selectByID, [.text(id)], { OrderRow.decode($0) }).first
+                if let found { cache.read(found, since: generation) }
+                completion(.success(found))
             } catch {
                 completion(.failure(.storageUnavailable(detail: error.description)))
             }
@@ -159,7 +173,12 @@ public final class SQLiteOrderStore: OrderStore {
     public func complete(orderID: String, candidates: [StoreTransaction], check: @escaping @Sendable (Order, StoreTransaction) -> BillingError?,
                          nowMs: Int64, abandoned: @escaping @Sendable () -> Bool,
                          completion: @escaping @Sendable (Result<CompletedPurchase, BillingError>) -> Void) {
-        write(completion) { db throws(BillingError) in
+        let cache = self.cache
+        write({ (result: Result<CompletedPurchase, BillingError>) in
+            // Every order change goes through the cache before the caller hears OK.
+            if case .success(let done) = result, !done.alreadyProcessed { cache.written(done.order) }
+            completion(result)
+        }) { db throws(BillingError) in
             if abandoned() { throw .abandoned }
             return try PurchaseRules.complete(SQLLedger(db: db), orderID: orderID, candidates: candidates, check: check, nowMs: nowMs)
         }
