@@ -7,16 +7,12 @@ import RPC
 /// The Prometheus metrics CONFIG.md names, fed by call records, the store and the verifiers.
 final class BillingMetrics: Sendable {
     let registry = MetricsRegistry()
-    let calls: Counter
-    let errors: Counter
-    let duration: Histogram
+    let calls: CallMetrics
     let db: Histogram
     let verifications: Counter
 
     init(version: String) {
-        calls = registry.counter("billingd_rpc_calls_total", help: "Calls answered, by method and gRPC code.", labels: ["method", "code"])
-        errors = registry.counter("billingd_rpc_errors_total", help: "Failed calls, by method and ErrorInfo reason.", labels: ["method", "reason"])
-        duration = registry.histogram("billingd_rpc_duration_seconds", help: "Call latency from request headers to answer.", labels: ["method"])
+        calls = registry.callMetrics(prefix: "billingd_rpc")
         db = registry.histogram("billingd_db_duration_seconds", help: "Database operation latency, queueing included.", labels: ["op"])
         verifications = registry.counter("billingd_verifications_total", help: "Proof verifications, by kind and result.",
                                          labels: ["kind", "result"])
@@ -24,9 +20,7 @@ final class BillingMetrics: Sendable {
     }
 
     func record(_ r: CallRecord) {
-        calls.inc([r.method, r.code.description])
-        if let reason = r.reason { errors.inc([r.method, reason]) }
-        duration.observe(Double(r.durationNanoseconds) / 1e9, [r.method])
+        calls.record(method: r.method, code: r.code.description, reason: r.reason, seconds: Double(r.durationNanoseconds) / 1e9)
     }
 }
 

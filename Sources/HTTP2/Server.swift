@@ -36,7 +36,10 @@ public struct CallRecord: Sendable {
     public var reason: String?
     public var durationNanoseconds: UInt64
     public var peer: String
-    public var requestID: String
+    /// Formatted only when read (logging), not for every call.
+    public var requestID: String { requestNumber == 0 ? "" : RequestID(prefix: requestIDPrefix, number: requestNumber).description }
+    var requestIDPrefix: String
+    var requestNumber: UInt64
     /// Facts the handler noted (`order_id`, `account_id`).
     public var notes: [(String, String)]
     /// The client certificate's subject under mutual TLS.
@@ -76,9 +79,11 @@ final class ServerShared: Sendable {
         byCode.add(code)
         guard let observer else { return }
         let elapsed = stream.startedAt == 0 ? 0 : Monotonic.now() &- stream.startedAt
-        observer(CallRecord(method: stream.path.hasPrefix("/") ? String(stream.path.dropFirst()) : stream.path,
+        let method = !stream.methodName.isEmpty ? stream.methodName
+            : (stream.path.hasPrefix("/") ? String(stream.path.dropFirst()) : stream.path)
+        observer(CallRecord(method: method,
                             code: code, reason: reason, durationNanoseconds: elapsed, peer: peer,
-                            requestID: stream.requestNumber == 0 ? "" : RequestID(prefix: requestIDPrefix, number: stream.requestNumber).description,
+                            requestIDPrefix: requestIDPrefix, requestNumber: stream.requestNumber,
                             notes: stream.cancellation?.noted ?? [], peerSubject: peerSubject))
     }
 }

@@ -25,6 +25,9 @@ final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
     /// Monotonic time of the last byte read or written, and of the last write progress.
     private var lastActivity = Monotonic.now()
     private var lastWriteProgress = Monotonic.now()
+    /// The last `:path` seen and its String: a connection usually calls one method again and again.
+    private var lastPath: [UInt8] = []
+    private var lastPathString = ""
     /// The client certificate's subject, once a mutual-TLS handshake verified it.
     private(set) var peerSubject: String?
     private(set) var closed = false
@@ -344,7 +347,11 @@ final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
         // Compare bytes first: most headers are transport details no handler reads.
         if name.first == UInt8(ascii: ":") {
             if same(name, Literal.path) {
-                stream.path = String(decoding: value, as: UTF8.self)
+                if !same(value, lastPath) {
+                    lastPath = Array(value)
+                    lastPathString = String(decoding: value, as: UTF8.self)
+                }
+                stream.path = lastPathString
             } else if same(name, Literal.method) {
                 stream.method = same(value, Literal.post) ? "POST" : String(decoding: value, as: UTF8.self)
             }

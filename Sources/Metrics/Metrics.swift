@@ -162,3 +162,85 @@ public final class Histogram: MetricFamily {
         }
     }
 }
+
+/// Calls by method: `<prefix>_calls_total{method,code}`, `<prefix>_errors_total{method,reason}` and
+/// `<prefix>_duration_seconds{method}` in one family, so a call costs one lookup and one lock.
+public final class CallMetrics: MetricFamily {
+    final class Series: Sendable {
+        struct State {
+            var codes: [String: Int] = [:]
+            var reasons: [String: Int] = [:]
+            var buckets: [UInt64]
+            var sum = 0.0
+            var count: UInt64 = 0
+        }
+        let state: Mutex<State>
+        init(buckets: Int) { state = Mutex(State(buckets: Array(repeating: 0, count: buckets + 1))) }
+    }
+
+    let prefix: String
+    let buckets: [Double]
+    private let methods = Mutex<[String: Series]>([:])
+
+    init(prefix: String, buckets: [Double]) {
+        self.prefix = prefix
+        self.buckets = buckets
+    }
+
+    public func record(method: String, code: String, reason: String?, seconds: Double) {
+        let series = methods.withLock { m -> Series in
+            if let s = m[method] { return s }
+            let s = Series(buckets: buckets.count)
+            m[method] = s
+            return s
+        }
+        let index = buckets.firstIndex { seconds <= $0 } ?? buckets.count
+        series.state.withLock { s in
+            s.codes[code, default: 0] += 1
+            if let reason { s.reasons[reason, default: 0] += 1 }
+            s.buckets[index] += 1
+            s.sum += seconds
+            s.count += 1
+        }
+    }
+
+    /// The count for one method and code (tests).
+    public func count(method: String, code: String) -> Int {
+        methods.withLock { $0[method] }?.state.withLock { $0.codes[code] } ?? 0
+    }
+
+    func render(into out: inout String) {
+        let all = methods.withLock { $0 }.sorted { $0.key < $1.key }.map { ($0.key, $0.value.state.withLock { $0 }) }
+        out += "# HELP \(prefix)_calls_total Calls answered, by method and gRPC code.\n# TYPE \(prefix)_calls_total counter\n"
+        for (method, s) in all {
+            for (code, n) in s.codes.sorted(by: { $0.key < $1.key }) {
+                out += "\(series(prefix + "_calls_total", ["method", "code"], [method, code])) \(n)\n"
+            }
+        }
+        out += "# HELP \(prefix)_errors_total Failed calls, by method and ErrorInfo reason.\n# TYPE \(prefix)_errors_total counter\n"
+        for (method, s) in all {
+            for (reason, n) in s.reasons.sorted(by: { $0.key < $1.key }) {
+                out += "\(series(prefix + "_errors_total", ["method", "reason"], [method, reason])) \(n)\n"
+            }
+        }
+        out += "# HELP \(prefix)_duration_seconds Call latency from request headers to answer.\n# TYPE \(prefix)_duration_seconds histogram\n"
+        for (method, s) in all {
+            var cumulative: UInt64 = 0
+            for (i, bound) in buckets.enumerated() {
+                cumulative += s.buckets[i]
+                out += "\(series(prefix + "_duration_seconds_bucket", ["method"], [method], extra: ("le", format(bound)))) \(cumulative)\n"
+            }
+            out += "\(series(prefix + "_duration_seconds_bucket", ["method"], [method], extra: ("le", "+Inf"))) \(s.count)\n"
+            out += "\(series(prefix + "_duration_seconds_sum", ["method"], [method])) \(s.sum)\n"
+            out += "\(series(prefix + "_duration_seconds_count", ["method"], [method])) \(s.count)\n"
+        }
+    }
+}
+
+extension MetricsRegistry {
+    public func callMetrics(prefix: String, buckets: [Double] = Histogram.defaultBuckets) -> CallMetrics {
+        let c = CallMetrics(prefix: prefix, buckets: buckets)
+        add(c)
+        return c
+    }
+}

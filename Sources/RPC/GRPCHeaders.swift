@@ -78,6 +78,7 @@ public enum GRPCHeaders {
 
     /// True for `application/grpc`, `application/grpc+proto` and other `application/grpc+x` / `;params`.
     public static func isGRPCContentType(_ value: String) -> Bool {
+        if value == "application/grpc" || value == "application/grpc+proto" { return true }
         let lower = value.lowercased()
         guard lower.hasPrefix("application/grpc") else { return false }
         let rest = lower.dropFirst("application/grpc".count)
