@@ -21,47 +21,64 @@ public enum AppStoreEnvironment: String, Sendable, Equatable, CaseIterable {
 
 /// Typed reads from a decoded JSON object; numbers may be integers or fractional milliseconds.
 struct JSONFields {
-    let object: [String: Any]
+    let object: [String: JSONValue]
 
-    init(_ object: [String: Any]) { self.object = object }
+    init(_ object: [String: JSONValue]) { self.object = object }
 
     init(bytes: [UInt8]) throws(VerificationFailure) {
-        guard let o = (try? JSONSerialization.jsonObject(with: Data(bytes))) as? [String: Any] else {
+        guard bytes.count <= JWS.maxBytes, case .object(let o)? = try? JSONReader.parse(bytes) else {
             throw .malformed("payload is not a JSON object")
         }
         object = o
     }
 
-    func string(_ key: String) -> String? { object[key] as? String }
-
-    // Foundation on Linux bridges JSON 0 and 1 to values that also cast to Bool,
-    // so numbers are read as NSNumber whatever `is Bool` says.
-    func number(_ key: String) -> Double? {
-        (object[key] as? NSNumber)?.doubleValue
+    func string(_ key: String) -> String? {
+        if case .string(let s)? = object[key] { return s }
+        return nil
     }
 
+    func number(_ key: String) -> Double? {
+        switch object[key] {
+        case .integer(let n)?: Double(n)
+        case .number(let d)?: d
+        default: nil
+        }
+    }
+
+    /// Whole numbers exactly; fractional ones (Xcode's milliseconds) rounded down; out of range absent.
     func int64(_ key: String) -> Int64? {
-        if let n = object[key] as? NSNumber {
-            let d = n.doubleValue
+        switch object[key] {
+        case .integer(let n)?: return n
+        case .number(let d)?:
             // Out-of-range or non-finite numbers are absent, never a trap (found by FuzzTests).
             guard d.isFinite, abs(d) < 9.2e18 else { return nil }
-            if d == d.rounded() { return n.int64Value }
             return Int64(d.rounded(.down))
+        default: return nil
         }
-        return nil
     }
 
     /// A date in milliseconds since 1970; Xcode writes fractional milliseconds.
     func millis(_ key: String) -> Int64? { int64(key) }
 
     func bool(_ key: String) -> Bool? {
-        if let b = object[key] as? Bool { return b }
+        if case .bool(let b)? = object[key] { return b }
         return nil
     }
 
-    func object(_ key: String) -> JSONFields? { (object[key] as? [String: Any]).map(JSONFields.init) }
+    func object(_ key: String) -> JSONFields? {
+        if case .object(let o)? = object[key] { return JSONFields(o) }
+        return nil
+    }
 
-    func strings(_ key: String) -> [String]? { object[key] as? [String] }
+    func strings(_ key: String) -> [String]? {
+        guard case .array(let a)? = object[key] else { return nil }
+        var out: [String] = []
+        for v in a {
+            guard case .string(let s) = v else { return nil }
+            out.append(s)
+        }
+        return out
+    }
 }
 
 /// JWSTransactionDecodedPayload: every field Apple documents.
