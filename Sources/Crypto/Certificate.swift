@@ -1,5 +1,6 @@
 import COpenSSL
 import Glibc
+import Synchronization
 
 /// An X.509 certificate; owns its `X509`.
 public final class Certificate: @unchecked Sendable {
@@ -109,11 +110,43 @@ public final class Certificate: @unchecked Sendable {
 
 /// A public key; owns its `EVP_PKEY`.
 public final class PublicKey: @unchecked Sendable {
-    // Sendable: EVP_PKEY is immutable here; verification uses a fresh EVP_MD_CTX per call.
+    // Sendable: EVP_PKEY is immutable here. Verification contexts are either fresh per call or taken
+    // from `contexts` under its lock, so no context is used by two threads at once.
     let pkey: OpaquePointer
+    /// Verify-initialised EVP_PKEY_CTXs, reused: OpenSSL 3 fetches algorithms on every init, which cost
+    /// more than a fifth of an ES256 check.
+    /// (Addresses of EVP_PKEY_CTX, kept as integers so the pool is Sendable.)
+    private let contexts = Mutex<[UInt]>([])
 
     init(owning pkey: OpaquePointer) { self.pkey = pkey }
-    deinit { EVP_PKEY_free(pkey) }
+    deinit {
+        for ctx in contexts.withLock({ $0 }) { EVP_PKEY_CTX_free(OpaquePointer(bitPattern: ctx)) }
+        EVP_PKEY_free(pkey)
+    }
+
+    /// Verifies a DER ECDSA/RSA signature over a SHA-256 digest with a pooled context.
+    func verifyDigest(signatureDER: [UInt8], digest: [UInt8]) -> Bool {
+        var ctx = contexts.withLock { $0.popLast() }.flatMap { OpaquePointer(bitPattern: $0) }
+        if ctx == nil {
+            guard let fresh = EVP_PKEY_CTX_new_from_pkey(nil, pkey, nil) else { return false }
+            guard EVP_PKEY_verify_init(fresh) == 1 else {
+                EVP_PKEY_CTX_free(fresh)
+                ERR_clear_error()
+                return false
+            }
+            ctx = fresh
+        }
+        let rc = EVP_PKEY_verify(ctx, signatureDER, signatureDER.count, digest, digest.count)
+        if rc != 1 { ERR_clear_error() }
+        let address = UInt(bitPattern: ctx)
+        let kept = contexts.withLock { pool -> Bool in
+            guard pool.count < 64 else { return false }
+            pool.append(address)
+            return true
+        }
+        if !kept { EVP_PKEY_CTX_free(ctx) }
+        return rc == 1
+    }
 
     /// True for an EC key on P-256 (what ES256 requires).
     public var isP256: Bool {
@@ -138,7 +171,9 @@ public final class PublicKey: @unchecked Sendable {
     /// Verifies a JOSE ES256 signature: 64 bytes, r then s, over `message`.
     public func verifyES256(signature: [UInt8], message: UnsafeRawBufferPointer) -> Bool {
         guard signature.count == 64, isP256 else { return false }
-        return verifySHA256(signatureDER: ECDSASignature.der(fromRaw: signature), message: message)
+        var digest = [UInt8](repeating: 0, count: 32)
+        _ = SHA256(message.baseAddress?.assumingMemoryBound(to: UInt8.self), message.count, &digest)
+        return verifyDigest(signatureDER: ECDSASignature.der(fromRaw: signature), digest: digest)
     }
 }
 
