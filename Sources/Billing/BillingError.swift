@@ -17,6 +17,8 @@ public enum BillingError: Error, Sendable, Equatable, CustomStringConvertible {
     case wrongApp(detail: String)
     case environmentNotAllowed(environment: String)
     case productMismatch(orderProduct: String, proofProduct: String)
+    /// The proof pays for another number of units than the order asks for (reported as PRODUCT_MISMATCH).
+    case quantityMismatch(orderQuantity: Int, proofQuantity: Int)
     case accountTokenMismatch(orderID: String)
     case transactionNotFound(detail: String)
     case transactionAlreadyClaimed(transactionID: String)
@@ -36,6 +38,7 @@ public enum BillingError: Error, Sendable, Equatable, CustomStringConvertible {
         case .wrongApp(let d): "the proof is for another app: \(d)"
         case .environmentNotAllowed(let e): "the \(e) environment is not accepted by this service"
         case .productMismatch(let order, let proof): "the proof is for product \(proof), the order is for \(order)"
+        case .quantityMismatch(let order, let proof): "the proof pays for \(proof) units, the order is for \(order)"
         case .accountTokenMismatch: "the transaction's appAccountToken is not this order's id"
         case .transactionNotFound(let d): "no transaction in the proof can pay this order: \(d)"
         case .transactionAlreadyClaimed(let id): "transaction \(id) already paid another order or belongs to another account"

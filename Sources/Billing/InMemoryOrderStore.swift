@@ -19,6 +19,9 @@ public final class InMemoryOrderStore: OrderStore {
             state.transactions[transactionID]?.accountID = accountID
             state.transactions[transactionID]?.orderID = orderID
         }
+        func transfer(transactionID: String, to accountID: String) {
+            state.transactions[transactionID]?.accountID = accountID
+        }
         func complete(orderID: String, transactionID: String, environment: StoreEnvironment, nowMs: Int64) {
             state.orders[orderID]?.state = .completed
             state.orders[orderID]?.transactionID = transactionID

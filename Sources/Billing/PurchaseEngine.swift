@@ -81,6 +81,8 @@ public final class PurchaseEngine: Sendable {
     /// Whether `t` may pay `order`: same product, the order's account token, not revoked.
     static let check: @Sendable (Order, StoreTransaction) -> BillingError? = { order, t in
         if t.productID != order.productID { return .productMismatch(orderProduct: order.productID, proofProduct: t.productID) }
+        // One payment for one unit must not complete an order for a thousand.
+        if t.quantity != order.quantity { return .quantityMismatch(orderQuantity: order.quantity, proofQuantity: t.quantity) }
         if let token = t.appAccountToken, !token.isEmpty, OrderID.canonical(token) != order.id {
             return .accountTokenMismatch(orderID: order.id)
         }

@@ -6,6 +6,8 @@ public protocol PurchaseLedger {
     func insert(_ owned: OwnedTransaction) throws(BillingError)
     /// Changes who owns a known transaction and, when given, the order it paid.
     func reassign(transactionID: String, accountID: String, orderID: String?) throws(BillingError)
+    /// Changes only who owns a known transaction (restore under `transfer`); the order it paid stays.
+    func transfer(transactionID: String, to accountID: String) throws(BillingError)
     /// Moves a pending order to COMPLETED with its transaction, and records the transition.
     func complete(orderID: String, transactionID: String, environment: StoreEnvironment, nowMs: Int64) throws(BillingError)
     /// Every transaction the account owns.
@@ -71,7 +73,7 @@ public enum PurchaseRules {
         for t in transactions where t.productKind != .consumable {
             if let owned = try ledger.owned(transactionID: t.transactionID) {
                 if owned.accountID != accountID && policy == .transfer {
-                    try ledger.reassign(transactionID: t.transactionID, accountID: accountID, orderID: owned.orderID)
+                    try ledger.transfer(transactionID: t.transactionID, to: accountID)
                 }
             } else {
                 try ledger.insert(OwnedTransaction(transaction: t, accountID: accountID, orderID: nil))

@@ -45,6 +45,8 @@ public final class Client {
         var response = UnaryResponse()
         var body: [UInt8]
         var bodyOffset = 0
+        /// False to leave the request open after the body (protocol tests).
+        var endStream = true
         var inTrailers = false
         var data: [UInt8] = []
         var done = false
@@ -106,7 +108,8 @@ public final class Client {
 
     /// Starts a call with a raw body (already framed, or deliberately not); returns its stream id.
     public func start(_ method: String, body: [UInt8], metadata: [(String, String)] = [],
-                      contentType: String = "application/grpc", timeoutNanoseconds: Int64? = nil) throws(SocketError) -> Int32 {
+                      contentType: String = "application/grpc", timeoutNanoseconds: Int64? = nil,
+                      endStream: Bool = true) throws(SocketError) -> Int32 {
         guard let session else { throw .protocolError("session closed") }
         var fields: [(String, String)] = [
             (":method", "POST"), (":scheme", tls == nil ? "http" : "https"), (":path", "/" + method),
@@ -116,6 +119,7 @@ public final class Client {
         fields.append(contentsOf: metadata)
         let headers = HeaderList(fields)
         let call = CallState(body: body)
+        call.endStream = endStream
         var provider = nghttp2_data_provider(source: nghttp2_data_source(ptr: nil), read_callback: clientReadBody)
         let id = nghttp2_submit_request(session, nil, headers.nva, headers.count, &provider, nil)
         guard id > 0 else { throw .protocolError("submit_request failed: \(id)") }
@@ -274,6 +278,7 @@ public final class Client {
         }
         if call.bodyOffset == call.body.count {
             flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue
+            if !call.endStream { flags.pointee |= NGHTTP2_DATA_FLAG_NO_END_STREAM.rawValue }
             call.body = []
         }
         return n

@@ -29,7 +29,8 @@ public final class EventLoop: @unchecked Sendable {
     private var handlers: [Int32: any EventHandler] = [:]
     private var dirty: [any DeferredFlush] = []
     private var timers = TimerHeap()
-    private var thread: pthread_t?
+    /// The loop thread's id (0 until it runs), read from any thread by `inEventLoop`.
+    private let threadID = Atomic<UInt>(0)
     private var stopping = false
     /// Shared read buffer for every connection of this loop.
     let readBuffer: UnsafeMutableRawBufferPointer
@@ -53,8 +54,8 @@ public final class EventLoop: @unchecked Sendable {
 
     /// True on this loop's own thread.
     public var inEventLoop: Bool {
-        guard let thread else { return false }
-        return pthread_equal(thread, pthread_self()) != 0
+        let id = threadID.load(ordering: .acquiring)
+        return id != 0 && pthread_equal(pthread_t(id), pthread_self()) != 0
     }
 
     /// Runs `task` on the loop thread: soon, after the current event, if called from it.
@@ -133,7 +134,7 @@ public final class EventLoop: @unchecked Sendable {
     }
 
     private func run() {
-        thread = pthread_self()
+        threadID.store(UInt(pthread_self()), ordering: .releasing)
         let capacity = 256
         let events = UnsafeMutablePointer<epoll_event>.allocate(capacity: capacity)
         defer { events.deallocate() }
@@ -162,7 +163,8 @@ public final class EventLoop: @unchecked Sendable {
                 for t in targets { t.flush() }
             }
         }
-        thread = nil
+        // Tasks posted after this point (late store answers at exit) are dropped with the loop.
+        threadID.store(0, ordering: .releasing)
     }
 
     private func runTasks() {

@@ -152,7 +152,16 @@ final class Listener: EventHandler, @unchecked Sendable {
                     csystem_accept4(fd, $0, &address.length, Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue))
                 }
             }
-            if client < 0 { return }  // EAGAIN, or EMFILE: try again on the next event
+            if client < 0 {
+                if errno == EMFILE || errno == ENFILE {
+                    // Out of descriptors: a level-triggered listener would spin; look again in 100 ms.
+                    loop.deregister(fd)
+                    loop.schedule(afterNanoseconds: 100_000_000) { [self] in
+                        if !closed { loop.register(fd, self, events: EPOLLIN.rawValue) }
+                    }
+                }
+                return
+            }
             if shared.connections.load(ordering: .relaxed) >= shared.configuration.maxConnections {
                 Glibc.close(client)
                 shared.refusedConnections.add(1, ordering: .relaxed)

@@ -294,7 +294,9 @@ final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
     /// Called once a second by the loop: GOAWAY after the idle timeout, drop a peer that stopped reading.
     func sweep(now: UInt64) {
         guard !closed else { return }
-        for stream in streams.values where stream.dispatched && !stream.responded && stream.capDeadline != 0 && now >= stream.capDeadline {
+        for stream in streams.values where !stream.responded && stream.capDeadline != 0 && now >= stream.capDeadline {
+            // Streaming calls end through their writer; the cap applies to them only before dispatch.
+            if stream.dispatched && stream.streamingHandler != nil { continue }
             stream.cancellation?.cancel()
             fail(stream, .deadlineExceeded)
             scheduleFlush()
@@ -374,6 +376,9 @@ final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
     fileprivate func headersComplete(streamID: Int32, endStream: Bool) {
         guard let stream = streams[streamID] else { return }
         stream.startedAt = Monotonic.now()
+        // A request body that never ends must not hold the stream forever: the sweep ends it at the cap.
+        let cap = shared.configuration.maxDeadlineNanoseconds
+        if cap > 0 { stream.capDeadline = stream.startedAt &+ UInt64(cap) }
         if endStream { stream.remoteClosed = true }
         if stream.method != "POST" {
             respondHTTP(stream, status: "405", message: "gRPC calls use POST")
@@ -496,9 +501,10 @@ final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
             }
             asked = t
         }
+        stream.capDeadline = 0
         if stream.streamingHandler != nil && asked == nil {
             // Long-lived streams (health Watch) have no server cap; the client's grpc-timeout still applies.
-        } else if let cap, asked.map({ $0 >= cap }) ?? true {
+        } else if stream.streamingHandler == nil, let cap, asked.map({ $0 >= cap }) ?? true {
             // The cap alone: the once-a-second sweep enforces it, no timer per call.
             deadline = ContinuousClock.now.advanced(by: .nanoseconds(cap))
             stream.capDeadline = Monotonic.now() &+ UInt64(cap)

@@ -63,10 +63,21 @@ public final class PostgresOrderStore: OrderStore {
     /// One batch in one transaction; retried whole on serialization failures and deadlocks.
     private static func runBatch(_ batch: [Job], on db: PGConnection, health: Health) {
         var lastError: StorageError?
+        var reconnected = false
         for attempt in 0..<4 {
             do throws(StorageError) {
                 try db.ensureOpen()
-                try db.execute("BEGIN")
+                do throws(StorageError) {
+                    try db.execute("BEGIN")
+                } catch {
+                    // A pooled connection that died while idle (database restarted): nothing was sent
+                    // for these calls yet, so reconnect once and go on.
+                    guard error.connectionLost, !reconnected else { throw error }
+                    reconnected = true
+                    db.close()
+                    try db.ensureOpen()
+                    try db.execute("BEGIN")
+                }
                 var answers: [@Sendable () -> Void] = []
                 answers.reserveCapacity(batch.count)
                 for job in batch {

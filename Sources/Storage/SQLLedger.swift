@@ -50,7 +50,9 @@ struct SQLLedger<DB: SQLExecutor>: PurchaseLedger {
 
     func owned(transactionID: String) throws(BillingError) -> OwnedTransaction? {
         try run { () throws(StorageError) in
-            try db.query("SELECT \(Self.columns) FROM transactions WHERE transaction_id = $1", [.text(transactionID)], { Self.decode($0) }).first
+            // PostgreSQL: lock the row, so a completion and a restore of one transaction serialize.
+            try db.query("SELECT \(Self.columns) FROM transactions WHERE transaction_id = $1" + (lockOrders ? " FOR UPDATE" : ""),
+                         [.text(transactionID)], { Self.decode($0) }).first
         }
     }
 
@@ -70,6 +72,12 @@ struct SQLLedger<DB: SQLExecutor>: PurchaseLedger {
         try run { () throws(StorageError) in
             try db.update("UPDATE transactions SET account_id = $1, order_id = $2 WHERE transaction_id = $3",
                        [.text(accountID), orderID.map { .text($0) } ?? .null, .text(transactionID)])
+        }
+    }
+
+    func transfer(transactionID: String, to accountID: String) throws(BillingError) {
+        try run { () throws(StorageError) in
+            try db.update("UPDATE transactions SET account_id = $1 WHERE transaction_id = $2", [.text(accountID), .text(transactionID)])
         }
     }
 

@@ -120,9 +120,10 @@ public final class SQLiteOrderStore: OrderStore {
         for answer in answers { answer() }
     }
 
-    private func read(_ job: @escaping ReadJob) {
+    /// Queues a read; false after `close` (the caller answers STORAGE_UNAVAILABLE).
+    private func read(_ job: @escaping ReadJob) -> Bool {
         let i = nextReader.add(1, ordering: .relaxed).newValue % readers.count
-        readers[i].submit(job)
+        return readers[i].submit(job)
     }
 
     // MARK: OrderStore
@@ -158,7 +159,7 @@ public final class SQLiteOrderStore: OrderStore {
             return
         }
         let cache = self.cache
-        read { db in
+        let queued = read { db in
             let generation = cache.generation
             do throws(StorageError) {
                 let found = try db.query(OrderRow.selectByID, [.text(id)], { OrderRow.decode($0) }).first
@@ -168,6 +169,7 @@ public final class SQLiteOrderStore: OrderStore {
                 completion(.failure(.storageUnavailable(detail: error.description)))
             }
         }
+        if !queued { completion(.failure(.storageUnavailable(detail: "store closed"))) }
     }
 
     public func complete(orderID: String, candidates: [StoreTransaction], check: @escaping @Sendable (Order, StoreTransaction) -> BillingError?,

@@ -187,6 +187,18 @@ struct PurchaseEngineTests {
         #expect((try? h.submit(second.id, .signedTransaction(Shop.jws("3008", token: second.id.uppercased()))).get()) != nil)
     }
 
+    @Test("the proof's quantity must be the order's", arguments: Backend.all)
+    func quantity(_ backend: Backend) {
+        let h = Harness(backend)
+        defer { h.store.close() }
+        let r: Result<Billing.Order, BillingError> = wait {
+            h.engine.orders.createOrder(.init(accountID: "acct", productID: "com.example.premium", quantity: 3), completion: $0)
+        }
+        let order = try! r.get()
+        #expect(h.submit(order.id, .signedTransaction(Shop.jws("3101"))).failure == .quantityMismatch(orderQuantity: 3, proofQuantity: 1))
+        #expect(h.get(order.id).state == .pending)
+    }
+
     @Test("verification failures carry their reason", arguments: Backend.all)
     func verification(_ backend: Backend) {
         let h = Harness(backend)

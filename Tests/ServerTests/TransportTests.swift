@@ -132,6 +132,21 @@ struct TransportTests {
         #expect(probe.cancelled.withLock { $0.first?.isCancelled } == true)
     }
 
+    @Test("a request body that never ends is answered DEADLINE_EXCEEDED at the cap")
+    func endlessRequest() throws {
+        let probe = Probe()
+        let (server, address) = try startServer(probe) { $0.maxDeadlineNanoseconds = 500_000_000 }
+        defer { server.shutdown(graceSeconds: 0) }
+        let c = try Client(address: address)
+        // A prefix that promises 100 bytes, 3 of them, and a stream left open.
+        let id = try c.start("test.v1.T/Echo", body: [0, 0, 0, 0, 100, 1, 2, 3], endStream: false)
+        let started = Date()
+        try c.run { c.isDone(id) }
+        #expect(c.finish(id).code == .deadlineExceeded)
+        #expect(Date().timeIntervalSince(started) < 4)
+        #expect(try c.unary("test.v1.T/Echo", message: [9]).message == [9])
+    }
+
     @Test("a peer that never reads is dropped and its memory freed; others are served")
     func slowReader() throws {
         let probe = Probe()

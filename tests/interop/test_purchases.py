@@ -274,3 +274,11 @@ def test_real_apple_sandbox_receipt():
         assert done.transaction.transaction_id in ("2000001092134138", "2000001092148094")
         restored = stub.RestorePurchases(pb.RestorePurchasesRequest(account_id="weeka", app_receipt=receipt), timeout=10)
         assert {e.product_id for e in restored.entitlements} == {product}
+
+
+def test_quantity_must_match(shop):
+    order = shop.stub.CreateOrder(pb.CreateOrderRequest(account_id="qty", product_id="com.example.premium", quantity=3), timeout=5).order
+    info = expect_error(lambda: shop.submit(order.order_id, shop.jws(quantity=1)), grpc.StatusCode.FAILED_PRECONDITION, "PRODUCT_MISMATCH")
+    assert info.metadata["field"] == "quantity"
+    done = shop.submit(order.order_id, shop.jws(quantity=3))
+    assert done.order.quantity == 3 and done.transaction.quantity == 3
