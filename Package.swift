@@ -23,23 +23,23 @@ let package = Package(
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
 
         // Pure Swift layers.
-        .target(name: "ProtoWire", swiftSettings: strict),
-        .target(name: "Metrics", swiftSettings: strict),
-        .target(name: "RPC", dependencies: ["ProtoWire"], swiftSettings: strict),
+        .target(name: "ProtoWire", exclude: ["README.md"], swiftSettings: strict),
+        .target(name: "Metrics", exclude: ["README.md"], swiftSettings: strict),
+        .target(name: "RPC", dependencies: ["ProtoWire"], exclude: ["README.md"], swiftSettings: strict),
         .target(name: "BillingAPI", dependencies: ["ProtoWire"], swiftSettings: strict),
-        .target(name: "Billing", swiftSettings: strict),
-        .target(name: "AppStore", dependencies: ["Crypto", "ProtoWire"], swiftSettings: strict),
-        .target(name: "BillingService", dependencies: ["Billing", "BillingAPI", "RPC", "ProtoWire", "AppStore", "Crypto"], swiftSettings: strict),
+        .target(name: "Billing", exclude: ["README.md"], swiftSettings: strict),
+        .target(name: "AppStore", dependencies: ["Crypto", "ProtoWire"], exclude: ["README.md"], swiftSettings: strict),
+        .target(name: "BillingService", dependencies: ["Billing", "BillingAPI", "RPC", "ProtoWire", "AppStore", "Crypto"], exclude: ["README.md"], swiftSettings: strict),
 
         // Wrappers around C.
-        .target(name: "Crypto", dependencies: ["COpenSSL"], swiftSettings: strict),
-        .target(name: "HTTP2", dependencies: ["CNGHTTP2", "COpenSSL", "CSystem", "RPC", "ProtoWire"], swiftSettings: strict),
-        .target(name: "Storage", dependencies: ["CSQLite", "CLibPQ", "Billing"], swiftSettings: strict),
+        .target(name: "Crypto", dependencies: ["COpenSSL"], exclude: ["README.md"], swiftSettings: strict),
+        .target(name: "HTTP2", dependencies: ["CNGHTTP2", "COpenSSL", "CSystem", "RPC", "ProtoWire"], exclude: ["README.md"], swiftSettings: strict),
+        .target(name: "Storage", dependencies: ["CSQLite", "CLibPQ", "Billing"], exclude: ["README.md"], swiftSettings: strict),
 
         .target(
             name: "Daemon",
             dependencies: ["HTTP2", "RPC", "Billing", "BillingService", "Storage", "AppStore", "Crypto", "Metrics"],
-            swiftSettings: strict),
+            exclude: ["README.md"], swiftSettings: strict),
 
         // Executables.
         .executableTarget(
