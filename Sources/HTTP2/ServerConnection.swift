@@ -539,7 +539,12 @@ final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
             return
         }
         let responder = Responder { [self] result in
-            self.loop.execute { self.complete(streamID: id, result) }
+            // Answered on this loop (Health, cached reads): submit now; nghttp2 allows it inside callbacks.
+            if self.loop.inEventLoop {
+                self.complete(streamID: id, result)
+            } else {
+                self.loop.execute { self.complete(streamID: id, result) }
+            }
         }
         handler(context, message, responder)
     }
