@@ -87,6 +87,20 @@ public final class InMemoryOrderStore: OrderStore {
         completion(result)
     }
 
+    public func expire(createdBeforeMs cutoffMs: Int64, nowMs: Int64, limit: Int,
+                       completion: @escaping @Sendable (Result<Int, BillingError>) -> Void) {
+        let n = state.withLock { s -> Int in
+            var moved = 0
+            for (id, order) in s.orders where order.state == .pending && order.createTimeMs < cutoffMs && moved < limit {
+                s.orders[id]?.state = .expired
+                s.orders[id]?.updateTimeMs = nowMs
+                moved += 1
+            }
+            return moved
+        }
+        completion(.success(n))
+    }
+
     public func isReachable() -> Bool { true }
     public func close() {}
 }

@@ -44,6 +44,11 @@ public protocol OrderStore: Sendable {
     func restore(accountID: String, transactions: [StoreTransaction], policy: RestorePolicy,
                  completion: @escaping @Sendable (Result<[OwnedTransaction], BillingError>) -> Void)
 
+    /// Moves PENDING orders created before `cutoffMs` to EXPIRED (at most `limit` of them), recording
+    /// each transition; answers how many moved.
+    func expire(createdBeforeMs cutoffMs: Int64, nowMs: Int64, limit: Int,
+                completion: @escaping @Sendable (Result<Int, BillingError>) -> Void)
+
     /// Whether the database answers now (readiness).
     func isReachable() -> Bool
 

@@ -6,6 +6,7 @@ import Foundation
 import HTTP2
 import Metrics
 public import RPC
+import Synchronization
 import Storage
 
 /// billingd wired together: store, domain, handlers, server. Tests start it in-process.
@@ -17,6 +18,7 @@ public final class App: Sendable {
     private let server: Server
     private let metrics: BillingMetrics
     private let metricsServer: MetricsServer?
+    private let expiryStopped = Atomic<Bool>(false)
 
     /// Why billingd could not start: one line for the operator.
     public struct StartError: Error, CustomStringConvertible {
@@ -196,6 +198,7 @@ public final class App: Sendable {
         } catch {
             throw StartError(description: "billingd: --listen: \(error)")
         }
+        if configuration.orderTTL > 0 { startExpiry() }
         logger.log(.info, "started", [
             ("listen", .string(bound)), ("tls", .bool(configuration.tlsCert != nil)),
             ("mutual_tls", .bool(configuration.tlsClientCA != nil)), ("api_keys", .bool(configuration.apiKeys != nil)),
@@ -210,6 +213,36 @@ public final class App: Sendable {
 
     public var port: Int { server.port }
 
+    /// PENDING -> EXPIRED for orders older than --order-ttl, checked every tenth of the TTL (1 s to 60 s).
+    private func startExpiry() {
+        let ttlMs = Int64(configuration.orderTTL * 1000)
+        let period = min(60.0, max(1.0, configuration.orderTTL / 10))
+        let store = self.store, logger = self.logger
+        let thread = Thread { [self] in
+            while !expiryStopped.load(ordering: .relaxed) {
+                let now = SystemClock().nowMilliseconds()
+                let done = DispatchSemaphore(value: 0)
+                let moved = Mutex(0)
+                store.expire(createdBeforeMs: now - ttlMs, nowMs: now, limit: 1000) { result in
+                    if case .success(let n) = result { moved.withLock { $0 = n } }
+                    if case .failure(let e) = result { logger.log(.warning, "order expiry failed", [("error", .string(e.description))]) }
+                    done.signal()
+                }
+                done.wait()
+                let n = moved.withLock { $0 }
+                if n > 0 { logger.log(.info, "orders expired", [("count", .int(n))]) }
+                if n == 1000 { continue }  // more are due
+                var waited = 0.0
+                while waited < period && !expiryStopped.load(ordering: .relaxed) {
+                    Thread.sleep(forTimeInterval: 0.1)
+                    waited += 0.1
+                }
+            }
+        }
+        thread.name = "order-expiry"
+        thread.start()
+    }
+
     /// Calls answered so far with a given code (the server's own count of grpc-status).
     public func count(of code: StatusCode) -> Int { server.count(of: code) }
 
@@ -218,6 +251,7 @@ public final class App: Sendable {
         logger.log(.info, "draining", [("grace_seconds", .double(configuration.shutdownGrace)),
                                        ("in_flight", .int(server.inFlightCount))])
         health.beginDraining()
+        expiryStopped.store(true, ordering: .relaxed)
         server.shutdown(graceSeconds: configuration.shutdownGrace)
         store.close()
         metricsServer?.stop()

@@ -31,6 +31,8 @@ public struct Configuration: Sendable, Equatable {
     public var maxDeadline = 60.0
     /// Seconds; a connection with no open stream for this long is closed.
     public var idleTimeout = 300.0
+    /// Seconds after which a PENDING order becomes EXPIRED; 0 keeps orders pending for ever.
+    public var orderTTL = 0.0
 
     public init() {}
 
@@ -48,7 +50,7 @@ public struct Configuration: Sendable, Equatable {
         "dev": false, "dev-store": true, "tls-cert": true, "tls-key": true, "tls-client-ca": true, "api-keys": true,
         "metrics-listen": true, "db-pool-size": true, "shutdown-grace": true, "log-level": true,
         "max-concurrent-streams": true, "max-connections": true, "max-in-flight": true, "max-header-list-bytes": true,
-        "max-deadline": true, "idle-timeout": true, "help": false, "version": false,
+        "max-deadline": true, "idle-timeout": true, "order-ttl": true, "help": false, "version": false,
     ]
     static let repeatable: Set<String> = ["bundle-id", "trust-root"]
 
@@ -159,6 +161,12 @@ public struct Configuration: Sendable, Equatable {
         }
         if let d = try seconds("max-deadline", 0.001...86_400) { c.maxDeadline = d }
         if let d = try seconds("idle-timeout", 1...86_400) { c.idleTimeout = d }
+        if let s = one("order-ttl") {
+            guard let d = Double(s), d >= 0, d <= 365 * 86_400 else {
+                throw Invalid(flag: "order-ttl", problem: "'\(s)' is not a number of seconds from 0 (never) to one year")
+            }
+            c.orderTTL = d
+        }
         if let ids = v["bundle-id"] {
             for id in ids where id.isEmpty || id.contains(" ") { throw Invalid(flag: "bundle-id", problem: "'\(id)' is not a bundle id") }
             c.bundleIDs = ids
@@ -226,6 +234,7 @@ public struct Configuration: Sendable, Equatable {
       --max-header-list-bytes N    request header block (default 16384)
       --max-deadline SECONDS       cap on every call's deadline (default 60)
       --idle-timeout SECONDS       close connections idle this long (default 300)
+      --order-ttl SECONDS          PENDING orders older than this become EXPIRED (default 0: never)
       --api-keys PATH              require API keys (CONFIG.md format)
       --metrics-listen HOST:PORT   Prometheus /metrics, /healthz, /readyz over HTTP/1.1
       --catalog PATH               product catalog JSON

@@ -64,6 +64,11 @@ final class MeasuredOrderStore: OrderStore {
         inner.restore(accountID: accountID, transactions: transactions, policy: policy, completion: timed("restore", completion))
     }
 
+    func expire(createdBeforeMs cutoffMs: Int64, nowMs: Int64, limit: Int,
+                completion: @escaping @Sendable (Result<Int, BillingError>) -> Void) {
+        inner.expire(createdBeforeMs: cutoffMs, nowMs: nowMs, limit: limit, completion: timed("expire_orders", completion))
+    }
+
     func isReachable() -> Bool { inner.isReachable() }
     func close() { inner.close() }
 }

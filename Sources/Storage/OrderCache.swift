@@ -28,6 +28,14 @@ final class OrderCache: Sendable {
 
     var generation: UInt64 { state.withLock { $0.generation } }
 
+    /// Forgets everything (after a bulk change such as expiry).
+    func clear() {
+        state.withLock { s in
+            s.generation &+= 1
+            s.orders.removeAll(keepingCapacity: true)
+        }
+    }
+
     /// A reader's row, kept only if nothing changed since `generation` was read before the query.
     func read(_ order: Order, since generation: UInt64) {
         state.withLock { s in

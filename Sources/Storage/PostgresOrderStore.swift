@@ -201,6 +201,13 @@ public final class PostgresOrderStore: OrderStore {
         }
     }
 
+    public func expire(createdBeforeMs cutoffMs: Int64, nowMs: Int64, limit: Int,
+                       completion: @escaping @Sendable (Result<Int, BillingError>) -> Void) {
+        write(completion) { ledger throws(BillingError) in
+            try ledger.expire(createdBeforeMs: cutoffMs, nowMs: nowMs, limit: limit)
+        }
+    }
+
     public func isReachable() -> Bool { health.reachable.load(ordering: .relaxed) }
 
     public func close() {

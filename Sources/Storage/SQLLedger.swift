@@ -97,6 +97,22 @@ struct SQLLedger<DB: SQLExecutor>: PurchaseLedger {
         guard completed else { throw .orderNotPending(orderID: orderID, state: .completed) }
     }
 
+    /// PENDING -> EXPIRED for orders created before the cutoff, with their state events.
+    func expire(createdBeforeMs cutoffMs: Int64, nowMs: Int64, limit: Int) throws(BillingError) -> Int {
+        try run { () throws(StorageError) -> Int in
+            let ids = try db.query(
+                "SELECT order_id FROM orders WHERE state = $1 AND create_time_ms < $2 ORDER BY create_time_ms LIMIT $3" + (lockOrders ? " FOR UPDATE SKIP LOCKED" : ""),
+                [.int(Int64(OrderState.pending.rawValue)), .int(cutoffMs), .int(Int64(limit))], { $0.text(0) })
+            for id in ids {
+                try db.update("UPDATE orders SET state = $1, update_time_ms = $2 WHERE order_id = $3 AND state = $4",
+                              [.int(Int64(OrderState.expired.rawValue)), .int(nowMs), .text(id), .int(Int64(OrderState.pending.rawValue))])
+                try db.update(Self.insertEvent, [.text(id), .int(Int64(OrderState.pending.rawValue)), .int(Int64(OrderState.expired.rawValue)),
+                                                 .int(nowMs), .text("expired")])
+            }
+            return ids.count
+        }
+    }
+
     func transactions(accountID: String) throws(BillingError) -> [OwnedTransaction] {
         try run { () throws(StorageError) in
             try db.query("SELECT \(Self.columns) FROM transactions WHERE account_id = $1 ORDER BY transaction_id", [.text(accountID)], { Self.decode($0) })

@@ -215,6 +215,18 @@ public final class SQLiteOrderStore: OrderStore {
         if !writer.submit(job) { completion(.failure(.storageUnavailable(detail: "store closed"))) }
     }
 
+    public func expire(createdBeforeMs cutoffMs: Int64, nowMs: Int64, limit: Int,
+                       completion: @escaping @Sendable (Result<Int, BillingError>) -> Void) {
+        let cache = self.cache
+        write({ (result: Result<Int, BillingError>) in
+            // Expired orders may sit in the cache as PENDING: start it afresh.
+            if case .success(let n) = result, n > 0 { cache.clear() }
+            completion(result)
+        }) { db throws(BillingError) in
+            try SQLLedger(db: db).expire(createdBeforeMs: cutoffMs, nowMs: nowMs, limit: limit)
+        }
+    }
+
     public func isReachable() -> Bool { true }
 
     public func close() {

@@ -187,6 +187,16 @@ struct PurchaseEngineTests {
         #expect((try? h.submit(second.id, .signedTransaction(Shop.jws("3008", token: second.id.uppercased()))).get()) != nil)
     }
 
+    @Test("an expired order cannot be paid", arguments: Backend.all)
+    func expired(_ backend: Backend) {
+        let h = Harness(backend)
+        defer { h.store.close() }
+        let order = h.order()
+        let _: Result<Int, BillingError> = wait { h.store.expire(createdBeforeMs: Shop.now + 1, nowMs: Shop.now + 2, limit: 10, completion: $0) }
+        #expect(h.get(order.id).state == .expired)
+        #expect(h.submit(order.id, .signedTransaction(Shop.jws("3201"))).failure == .orderNotPending(orderID: order.id, state: .expired))
+    }
+
     @Test("the proof's quantity must be the order's", arguments: Backend.all)
     func quantity(_ backend: Backend) {
         let h = Harness(backend)

@@ -119,6 +119,28 @@ struct StoreConformanceTests {
         #expect(ids.count == 1)
     }
 
+    @Test("pending orders older than the cutoff expire; others stay", arguments: StoreFixture.all)
+    func expiry(_ fixture: StoreFixture) throws {
+        let store = try fixture.open()
+        defer { store.close() }
+        var old = newOrder("old")
+        old.createTimeMs = 1_000
+        let fresh = newOrder("fresh")
+        _ = wait { store.create(old, abandoned: { false }, completion: $0) }
+        _ = wait { store.create(fresh, abandoned: { false }, completion: $0) }
+        // Read both first, so a cache (SQLite) holds them as PENDING.
+        _ = wait { store.order(id: old.id, completion: $0) }
+        let moved: Result<Int, BillingError> = wait { store.expire(createdBeforeMs: 2_000, nowMs: 5_000, limit: 100, completion: $0) }
+        #expect(moved == .success(1))
+        let read: Result<Order?, BillingError> = wait { store.order(id: old.id, completion: $0) }
+        #expect((try? read.get())??.state == .expired)
+        #expect((try? read.get())??.updateTimeMs == 5_000)
+        let still: Result<Order?, BillingError> = wait { store.order(id: fresh.id, completion: $0) }
+        #expect((try? still.get())??.state == .pending)
+        let again: Result<Int, BillingError> = wait { store.expire(createdBeforeMs: 2_000, nowMs: 6_000, limit: 100, completion: $0) }
+        #expect(again == .success(0))
+    }
+
     @Test("acknowledged orders survive a reopen", arguments: StoreFixture.all.filter { $0.reopen != nil })
     func durable(_ fixture: StoreFixture) throws {
         let store = try fixture.open()

@@ -193,3 +193,20 @@ def test_health_watch_deadline(server):
         with pytest.raises(grpc.RpcError) as e:
             next(stream)
         assert e.value.code() == grpc.StatusCode.DEADLINE_EXCEEDED
+
+
+def test_orders_expire_after_ttl(fresh):
+    s = fresh("--order-ttl", "1")
+    with s.channel() as ch:
+        stub = billing(ch)
+        order = stub.CreateOrder(pb.CreateOrderRequest(account_id="ttl", product_id="p"), timeout=5).order
+        assert order.state == pb.ORDER_STATE_PENDING
+        import time as _time
+        deadline = _time.time() + 10
+        state = order.state
+        while _time.time() < deadline and state == pb.ORDER_STATE_PENDING:
+            _time.sleep(0.2)
+            state = stub.GetOrder(pb.GetOrderRequest(order_id=order.order_id), timeout=5).order.state
+        assert state == pb.ORDER_STATE_EXPIRED
+        got = stub.GetOrder(pb.GetOrderRequest(order_id=order.order_id), timeout=5).order
+        assert got.update_time_ms > got.create_time_ms
