@@ -54,6 +54,7 @@ public final class BillingService: Sendable {
         router.registerServerStreaming(Self.healthWatch, HealthCheckRequest.self) { [self] _, request, writer in
             health.watch(request.service, writer)
         }
+        Reflection.register(in: &router)
     }
 
     private func answer(_ error: BillingError, _ context: CallContext, _ responder: Responder) {

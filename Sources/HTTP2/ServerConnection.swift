@@ -285,7 +285,7 @@ final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
 
     private func abandon(_ stream: ServerStream) {
         if let timer = stream.timerID { loop.cancelTimer(timer) }
-        if stream.dispatched && (!stream.responded || (stream.streamingHandler != nil && !stream.streamFinished)) {
+        if stream.dispatched && (!stream.responded || (stream.streamsResponse && !stream.streamFinished)) {
             stream.cancellation?.cancel()
             shared.finished(stream: stream, code: .cancelled, reason: nil, peer: peer)
         }
@@ -296,7 +296,7 @@ final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
         guard !closed else { return }
         for stream in streams.values where !stream.responded && stream.capDeadline != 0 && now >= stream.capDeadline {
             // Streaming calls end through their writer; the cap applies to them only before dispatch.
-            if stream.dispatched && stream.streamingHandler != nil { continue }
+            if stream.dispatched && stream.streamsResponse { continue }
             stream.cancellation?.cancel()
             fail(stream, .deadlineExceeded)
             scheduleFlush()
@@ -392,6 +392,15 @@ final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
             fail(stream, .shuttingDown)
             return
         }
+        if let (method, bidi) = shared.router.bidiRoute(forPath: stream.path) {
+            stream.bidiHandler = bidi
+            stream.methodName = method
+            stream.handler = { _, _, _ in }  // routed; answers go through the stream writer
+            stream.streamDeframer = MessageStreamDeframer(maxMessageBytes: shared.configuration.maxMessageBytes)
+            startBidi(stream)
+            if endStream { requestEnded(streamID: stream.id) }
+            return
+        }
         if let (method, streaming) = shared.router.streamingRoute(forPath: stream.path) {
             stream.streamingHandler = streaming
             stream.methodName = method
@@ -415,6 +424,14 @@ final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
     }
 
     fileprivate func data(streamID: Int32, bytes: UnsafeRawBufferPointer) {
+        if let stream = streams[streamID], stream.bidiHandler != nil {
+            guard !stream.streamFinished, let receiver = stream.receiver else { return }
+            if let error = stream.streamDeframer?.append(bytes, { receiver.onMessage($0) }) {
+                stream.cancellation?.cancel()
+                streamEvent(streamID: streamID, .finish(error))
+            }
+            return
+        }
         guard let stream = streams[streamID], stream.handler != nil, !stream.responded, !stream.dispatched else { return }
         if let error = stream.deframer.append(bytes) {
             fail(stream, error)
@@ -424,6 +441,14 @@ final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
     fileprivate func requestEnded(streamID: Int32) {
         guard let stream = streams[streamID] else { return }
         stream.remoteClosed = true
+        if stream.bidiHandler != nil {
+            if stream.streamDeframer?.isAtBoundary == false {
+                streamEvent(streamID: streamID, .finish(.badFraming("the stream ended inside a message")))
+            } else if !stream.streamFinished {
+                stream.receiver?.onEnd()
+            }
+            return
+        }
         if stream.handler != nil && !stream.responded && !stream.dispatched { dispatch(stream) }
     }
 
@@ -452,7 +477,7 @@ final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
             stream.bodyOffset += n
         }
         if stream.bodyOffset == stream.body.count {
-            if stream.streamingHandler != nil {
+            if stream.streamsResponse {
                 if !stream.streamFinished {
                     if n > 0 { return n }
                     stream.deferred = true
@@ -472,6 +497,42 @@ final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
     }
 
     // MARK: Calls
+
+    /// A bidirectional call starts at its headers: the handler gets a writer and returns its receiver.
+    private func startBidi(_ stream: ServerStream) {
+        guard let handler = stream.bidiHandler else { return }
+        if draining {
+            fail(stream, .shuttingDown)
+            return
+        }
+        stream.dispatched = true
+        stream.capDeadline = 0
+        let cancellation = Cancellation()
+        stream.cancellation = cancellation
+        var deadline: ContinuousClock.Instant?
+        let id = stream.id
+        if !stream.timeout.isEmpty, let nanos = GRPCHeaders.parseTimeout(stream.timeout) {
+            deadline = ContinuousClock.now.advanced(by: .nanoseconds(nanos))
+            stream.timerID = loop.schedule(afterNanoseconds: nanos) { [self] in
+                guard self.streams[id] != nil else { return }
+                cancellation.cancel()
+                self.streamEvent(streamID: id, .finish(.deadlineExceeded))
+            }
+        }
+        stream.requestNumber = shared.nextRequestNumber()
+        shared.callStarted()
+        let context = CallContext(method: stream.methodName, metadata: stream.metadata, deadline: deadline, peer: peer,
+                                  requestID: RequestID(prefix: shared.requestIDPrefix, number: stream.requestNumber),
+                                  cancellation: cancellation, peerSubject: peerSubject)
+        let writer = StreamWriter(cancellation: cancellation) { [self] event in
+            if self.loop.inEventLoop {
+                self.streamEvent(streamID: id, event)
+            } else {
+                self.loop.execute { self.streamEvent(streamID: id, event) }
+            }
+        }
+        stream.receiver = handler(context, writer)
+    }
 
     private func dispatch(_ stream: ServerStream) {
         guard let handler = stream.handler else { return }

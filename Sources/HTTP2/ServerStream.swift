@@ -14,6 +14,12 @@ final class ServerStream {
     /// Server streaming: the handler, whether headers went out, whether nghttp2 waits for data,
     /// and the status once the writer finished.
     var streamingHandler: ServerStreamingHandler?
+    /// Bidirectional streaming: the handler, the receiver it returned, and the message splitter.
+    var bidiHandler: BidiStreamingHandler?
+    var receiver: StreamReceiver?
+    var streamDeframer: MessageStreamDeframer?
+    /// Answers go out as a stream (server-streaming or bidirectional).
+    var streamsResponse: Bool { streamingHandler != nil || bidiHandler != nil }
     var headersSent = false
     var deferred = false
     var streamFinished = false

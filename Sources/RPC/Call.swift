@@ -142,6 +142,23 @@ public final class StreamWriter: Sendable {
     }
 }
 
+/// Receives the request messages of a bidirectional call, on its event loop, in order.
+public struct StreamReceiver: Sendable {
+    public var onMessage: @Sendable ([UInt8]) -> Void
+    public var onEnd: @Sendable () -> Void
+
+    public init(onMessage: @escaping @Sendable ([UInt8]) -> Void, onEnd: @escaping @Sendable () -> Void) {
+        self.onMessage = onMessage
+        self.onEnd = onEnd
+    }
+
+    public static let ignore = StreamReceiver(onMessage: { _ in }, onEnd: {})
+}
+
+/// A bidirectional method: started at the request headers; messages arrive through the receiver it
+/// returns, answers leave through the writer.
+public typealias BidiStreamingHandler = @Sendable (CallContext, StreamWriter) -> StreamReceiver
+
 /// A server-streaming method: the request in, messages out through the writer until it finishes.
 public typealias ServerStreamingHandler = @Sendable (CallContext, [UInt8], StreamWriter) -> Void
 
@@ -153,6 +170,7 @@ public typealias UnaryHandler = @Sendable (CallContext, [UInt8], Responder) -> V
 public struct Router: Sendable {
     private var handlers: [String: (method: String, handler: UnaryHandler)] = [:]
     private var streaming: [String: (method: String, handler: ServerStreamingHandler)] = [:]
+    private var bidi: [String: (method: String, handler: BidiStreamingHandler)] = [:]
 
     public init() {}
 
@@ -198,6 +216,14 @@ public struct Router: Sendable {
         })
     }
 
+    /// Registers a bidirectional-streaming handler.
+    public mutating func registerBidiStreaming(_ method: String, _ handler: @escaping BidiStreamingHandler) {
+        bidi["/" + method] = (method, handler)
+    }
+
+    /// The method name and bidirectional handler for an HTTP/2 `:path`, or nil.
+    public func bidiRoute(forPath path: String) -> (method: String, handler: BidiStreamingHandler)? { bidi[path] }
+
     /// The method name and server-streaming handler for an HTTP/2 `:path`, or nil.
     public func streamingRoute(forPath path: String) -> (method: String, handler: ServerStreamingHandler)? { streaming[path] }
 
@@ -212,6 +238,16 @@ public struct Router: Sendable {
                 } else {
                     inner(context, bytes, responder)
                 }
+            })
+        }
+        for (path, entry) in bidi {
+            let inner = entry.handler
+            bidi[path] = (entry.method, { @Sendable context, writer in
+                if let refusal = check(context) {
+                    writer.finish(refusal)
+                    return .ignore
+                }
+                return inner(context, writer)
             })
         }
         for (path, entry) in streaming {
@@ -230,5 +266,7 @@ public struct Router: Sendable {
     public func route(forPath path: String) -> (method: String, handler: UnaryHandler)? { handlers[path] }
 
     /// The registered method names, sorted.
-    public var methods: [String] { (Array(handlers.keys) + Array(streaming.keys)).map { String($0.dropFirst()) }.sorted() }
+    public var methods: [String] {
+        (Array(handlers.keys) + Array(streaming.keys) + Array(bidi.keys)).map { String($0.dropFirst()) }.sorted()
+    }
 }

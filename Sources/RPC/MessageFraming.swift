@@ -26,46 +26,34 @@ public enum MessageFraming {
 
 /// Collects one unary request message from DATA chunks of any size.
 ///
-/// The state machine checks the prefix as soon as its five bytes are in,
-/// so an oversize message is refused before its body is buffered.
+/// A `MessageStreamDeframer` underneath checks each prefix as soon as its five bytes are in, so an
+/// oversize message is refused before its body is buffered; a second message is a framing error.
 public struct MessageDeframer: Sendable {
-    /// The prefix bytes seen so far, big-endian in the low bits, and how many.
-    private var prefix: UInt64 = 0
-    private var prefixCount = 0
-    private var body: [UInt8] = []
-    private var expected = -1
+    private var stream: MessageStreamDeframer
+    private var message: [UInt8]?
     private var failed = false
-    public let maxMessageBytes: Int
+    public var maxMessageBytes: Int { stream.maxMessageBytes }
 
     public init(maxMessageBytes: Int) {
-        self.maxMessageBytes = maxMessageBytes
+        stream = MessageStreamDeframer(maxMessageBytes: maxMessageBytes)
     }
 
     /// Feeds bytes; returns an error as soon as the stream can be judged bad.
     public mutating func append(_ chunk: UnsafeRawBufferPointer) -> RPCError? {
         if failed { return nil }
-        var index = 0
-        while index < chunk.count {
-            if expected < 0 {
-                prefix = prefix << 8 | UInt64(chunk[index])
-                prefixCount += 1
-                index += 1
-                if prefixCount == MessageFraming.prefixSize {
-                    if let error = parseHeader() {
-                        failed = true
-                        return error
-                    }
-                }
-            } else {
-                let want = expected - body.count
-                if want == 0 {
-                    failed = true
-                    return .badFraming("more than one request message in a unary call")
-                }
-                let take = min(want, chunk.count - index)
-                body.append(contentsOf: UnsafeRawBufferPointer(rebasing: chunk[index..<(index + take)]))
-                index += take
-            }
+        var extra = false
+        var first = message
+        let error = stream.append(chunk) { m in
+            if first == nil { first = m } else { extra = true }
+        }
+        message = first
+        if let error {
+            failed = true
+            return error
+        }
+        if extra || (message != nil && !stream.isAtBoundary) {
+            failed = true
+            return .badFraming("more than one request message in a unary call")
         }
         return nil
     }
@@ -75,27 +63,66 @@ public struct MessageDeframer: Sendable {
         bytes.withUnsafeBytes { append($0) }
     }
 
-    private mutating func parseHeader() -> RPCError? {
-        let flag = UInt8(truncatingIfNeeded: prefix >> 32)
-        let length = Int(prefix & 0xFFFF_FFFF)
-        if flag == 1 {
-            return RPCError(code: .unimplemented, message: "compressed messages are not supported; send identity encoding")
+    /// The message once the request stream ended.
+    public mutating func finish() -> Result<[UInt8], RPCError> {
+        guard let m = message else {
+            return .failure(stream.isAtBoundary ? .badFraming("no request message") : .badFraming("truncated message"))
         }
+        return .success(m)
+    }
+}
+
+/// Splits a request stream into messages as they complete (client- and bidi-streaming calls).
+public struct MessageStreamDeframer: Sendable {
+    private var prefix: UInt64 = 0
+    private var prefixCount = 0
+    private var expected = -1
+    private var body: [UInt8] = []
+    public let maxMessageBytes: Int
+
+    public init(maxMessageBytes: Int) { self.maxMessageBytes = maxMessageBytes }
+
+    /// True between messages (a stream may end here).
+    public var isAtBoundary: Bool { prefixCount == 0 && expected < 0 }
+
+    /// Checks a complete prefix: flag 0 (flag 1, compression, is not supported) and the size limit.
+    static func check(flag: UInt8, length: Int, limit: Int) -> RPCError? {
+        if flag == 1 { return RPCError(code: .unimplemented, message: "compressed messages are not supported; send identity encoding") }
         guard flag == 0 else { return .badFraming("compressed flag \(flag) is neither 0 nor 1") }
-        if length > maxMessageBytes { return .messageTooLarge(size: length, limit: maxMessageBytes) }
-        expected = length
-        body.reserveCapacity(length)
+        if length > limit { return .messageTooLarge(size: length, limit: limit) }
         return nil
     }
 
-    /// The message once the request stream ended.
-    public mutating func finish() -> Result<[UInt8], RPCError> {
-        if expected < 0 {
-            return .failure(prefixCount == 0 ? .badFraming("no request message") : .badFraming("truncated message prefix"))
+    /// Feeds bytes; calls `deliver` for each message completed, or answers the error that ends the stream.
+    public mutating func append(_ chunk: UnsafeRawBufferPointer, _ deliver: ([UInt8]) -> Void) -> RPCError? {
+        var index = 0
+        while index < chunk.count {
+            if expected < 0 {
+                prefix = prefix << 8 | UInt64(chunk[index])
+                prefixCount += 1
+                index += 1
+                if prefixCount == MessageFraming.prefixSize {
+                    let length = Int(prefix & 0xFFFF_FFFF)
+                    if let error = Self.check(flag: UInt8(truncatingIfNeeded: prefix >> 32), length: length, limit: maxMessageBytes) {
+                        return error
+                    }
+                    expected = length
+                    body = []
+                    body.reserveCapacity(length)
+                }
+            } else {
+                let take = min(expected - body.count, chunk.count - index)
+                body.append(contentsOf: UnsafeRawBufferPointer(rebasing: chunk[index..<(index + take)]))
+                index += take
+            }
+            if expected >= 0 && body.count == expected {
+                deliver(body)
+                body = []
+                expected = -1
+                prefix = 0
+                prefixCount = 0
+            }
         }
-        guard body.count == expected else { return .failure(.badFraming("message shorter than its length prefix")) }
-        let message = body
-        body = []
-        return .success(message)
+        return nil
     }
 }

@@ -18,6 +18,22 @@ struct FramingTests {
         #expect(try deframer.finish().get() == Self.message)
     }
 
+    @Test("a stream of messages split at any size arrives whole and in order", arguments: [1, 2, 5, 7, 64, 1000])
+    func streamSplit(_ chunk: Int) {
+        let messages: [[UInt8]] = [[], [1], Array(repeating: 7, count: 300), [2, 3]]
+        let wire = messages.flatMap { MessageFraming.frame($0) }
+        var deframer = MessageStreamDeframer(maxMessageBytes: 1000)
+        var got: [[UInt8]] = []
+        var i = 0
+        while i < wire.count {
+            let part = Array(wire[i..<min(i + chunk, wire.count)])
+            #expect(part.withUnsafeBytes { deframer.append($0) { got.append($0) } } == nil)
+            i += chunk
+        }
+        #expect(got == messages)
+        #expect(deframer.isAtBoundary)
+    }
+
     @Test("an empty message is valid")
     func emptyMessage() throws {
         var deframer = MessageDeframer(maxMessageBytes: 10)
