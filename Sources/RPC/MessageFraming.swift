@@ -41,17 +41,21 @@ public struct MessageDeframer: Sendable {
     /// Feeds bytes; returns an error as soon as the stream can be judged bad.
     public mutating func append(_ chunk: UnsafeRawBufferPointer) -> RPCError? {
         if failed { return nil }
-        var extra = false
-        var first = message
-        let error = stream.append(chunk) { m in
-            if first == nil { first = m } else { extra = true }
+        var index = 0
+        while let step = stream.next(chunk, &index) {
+            switch step {
+            case .failure(let error):
+                failed = true
+                return error
+            case .message(let m):
+                guard message == nil else {
+                    failed = true
+                    return .badFraming("more than one request message in a unary call")
+                }
+                message = m
+            }
         }
-        message = first
-        if let error {
-            failed = true
-            return error
-        }
-        if extra || (message != nil && !stream.isAtBoundary) {
+        if message != nil && !stream.isAtBoundary {
             failed = true
             return .badFraming("more than one request message in a unary call")
         }
@@ -93,9 +97,13 @@ public struct MessageStreamDeframer: Sendable {
         return nil
     }
 
-    /// Feeds bytes; calls `deliver` for each message completed, or answers the error that ends the stream.
-    public mutating func append(_ chunk: UnsafeRawBufferPointer, _ deliver: ([UInt8]) -> Void) -> RPCError? {
-        var index = 0
+    /// One step over `chunk` from `index`: a completed message, an error, or nil when the chunk is used up.
+    public enum Step {
+        case message([UInt8])
+        case failure(RPCError)
+    }
+
+    public mutating func next(_ chunk: UnsafeRawBufferPointer, _ index: inout Int) -> Step? {
         while index < chunk.count {
             if expected < 0 {
                 prefix = prefix << 8 | UInt64(chunk[index])
@@ -104,7 +112,7 @@ public struct MessageStreamDeframer: Sendable {
                 if prefixCount == MessageFraming.prefixSize {
                     let length = Int(prefix & 0xFFFF_FFFF)
                     if let error = Self.check(flag: UInt8(truncatingIfNeeded: prefix >> 32), length: length, limit: maxMessageBytes) {
-                        return error
+                        return .failure(error)
                     }
                     expected = length
                     body = []
@@ -116,11 +124,24 @@ public struct MessageStreamDeframer: Sendable {
                 index += take
             }
             if expected >= 0 && body.count == expected {
-                deliver(body)
+                let message = body
                 body = []
                 expected = -1
                 prefix = 0
                 prefixCount = 0
+                return .message(message)
+            }
+        }
+        return nil
+    }
+
+    /// Feeds bytes; calls `deliver` for each message completed, or answers the error that ends the stream.
+    public mutating func append(_ chunk: UnsafeRawBufferPointer, _ deliver: ([UInt8]) -> Void) -> RPCError? {
+        var index = 0
+        while let step = next(chunk, &index) {
+            switch step {
+            case .message(let m): deliver(m)
+            case .failure(let e): return e
             }
         }
         return nil
