@@ -1,4 +1,4 @@
-// swift-tools-version: 6.1
+// swift-tools-version: 6.2
 import PackageDescription
 
 /// Settings every Swift target shares (see ../shared/STYLE.md, "Package settings").
@@ -7,6 +7,9 @@ let strict: [SwiftSetting] = [
     .enableUpcomingFeature("InternalImportsByDefault"),
     .enableUpcomingFeature("MemberImportVisibility"),
 ]
+
+/// For the modules that must stay memory-safe (no pointers, no C): the compiler flags any `unsafe` use.
+let safe: [SwiftSetting] = strict + [.strictMemorySafety()]
 
 let package = Package(
     name: "billingd",
@@ -24,10 +27,10 @@ let package = Package(
 
         // Pure Swift layers.
         .target(name: "ProtoWire", exclude: ["README.md"], swiftSettings: strict),
-        .target(name: "Metrics", exclude: ["README.md"], swiftSettings: strict),
+        .target(name: "Metrics", exclude: ["README.md"], swiftSettings: safe),
         .target(name: "RPC", dependencies: ["ProtoWire"], exclude: ["README.md"], swiftSettings: strict),
-        .target(name: "BillingAPI", dependencies: ["ProtoWire"], swiftSettings: strict),
-        .target(name: "Billing", exclude: ["README.md"], swiftSettings: strict),
+        .target(name: "BillingAPI", dependencies: ["ProtoWire"], swiftSettings: safe),
+        .target(name: "Billing", exclude: ["README.md"], swiftSettings: safe),
         .target(name: "AppStore", dependencies: ["Crypto", "ProtoWire"], exclude: ["README.md"], swiftSettings: strict),
         .target(name: "BillingService", dependencies: ["Billing", "BillingAPI", "RPC", "ProtoWire", "AppStore", "Crypto"], exclude: ["README.md"], swiftSettings: strict),
 

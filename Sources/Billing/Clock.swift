@@ -12,7 +12,7 @@ public struct SystemClock: WallClock {
     public init() {}
     public func nowMilliseconds() -> Int64 {
         var ts = timespec()
-        clock_gettime(CLOCK_REALTIME, &ts)
+        unsafe clock_gettime(CLOCK_REALTIME, &ts)  // a C call writing one local timespec
         return Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000
     }
 }
