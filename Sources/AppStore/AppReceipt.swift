@@ -1,4 +1,4 @@
-public import Crypto
+import Crypto
 import ProtoWire
 
 /// A StoreKit 1 app receipt's ASN.1 payload (the attributes Apple documents).

@@ -1,4 +1,4 @@
-public import Synchronization
+import Synchronization
 public import ProtoWire
 
 /// Per-call state shared by the transport and the handler: set once when the call is cancelled

@@ -1,4 +1,4 @@
-public import Billing
+import Billing
 import Synchronization
 
 /// Recent orders in memory, for reads without a trip to a reader thread. Only for a store that sees

@@ -109,7 +109,7 @@ public final class PostgresOrderStore: OrderStore {
             try db.execute("SAVEPOINT job")
             do throws(SQLiteOrderStore.JobFailure) {
                 let answer = try job.body(db)
-                try? db.execute("RELEASE SAVEPOINT job")
+                _ = try? db.execute("RELEASE SAVEPOINT job")
                 return answer
             } catch {
                 switch error {

@@ -33,6 +33,7 @@ struct SQLLedger<DB: SQLExecutor>: PurchaseLedger {
     static var insertEvent: String { OrderRow.insertEvent }
     static var columns: String { "transaction_id, original_transaction_id, account_id, order_id, product_id, product_kind, purchase_time_ms, expires_time_ms, revocation_time_ms, quantity, environment, app_account_token, bundle_id" }
 
+    @discardableResult
     private func run<T>(_ body: () throws(StorageError) -> T) throws(BillingError) -> T {
         do throws(StorageError) {
             return try body()
