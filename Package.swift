@@ -54,17 +54,18 @@ let package = Package(
             dependencies: ["HTTP2", "RPC", "BillingAPI", "ProtoWire", "AppStore", "Crypto"],
             swiftSettings: strict),
 
+        .target(name: "TestSupport", path: "Tests/TestSupport", swiftSettings: strict),
         .testTarget(
-            name: "ProtoWireTests", dependencies: ["ProtoWire", "BillingAPI", "RPC"], exclude: ["golden.json"],
+            name: "ProtoWireTests", dependencies: ["TestSupport", "ProtoWire", "BillingAPI", "RPC"], exclude: ["golden.json"],
             swiftSettings: strict),
         .testTarget(name: "RPCTests", dependencies: ["RPC", "ProtoWire"], swiftSettings: strict),
-        .testTarget(name: "BillingTests", dependencies: ["Billing", "BillingService", "BillingAPI", "RPC", "ProtoWire"], swiftSettings: strict),
+        .testTarget(name: "BillingTests", dependencies: ["TestSupport", "Billing", "BillingService", "BillingAPI", "RPC", "ProtoWire"], swiftSettings: strict),
         .testTarget(
-            name: "AppStoreTests", dependencies: ["AppStore", "Crypto", "ProtoWire"], exclude: ["corpus"], swiftSettings: strict),
+            name: "AppStoreTests", dependencies: ["TestSupport", "AppStore", "Crypto", "ProtoWire"], exclude: ["corpus"], swiftSettings: strict),
         .testTarget(
-            name: "PurchaseTests", dependencies: ["Billing", "BillingService", "AppStore", "Crypto", "Storage"],
+            name: "PurchaseTests", dependencies: ["TestSupport", "Billing", "BillingService", "AppStore", "Crypto", "Storage"],
             swiftSettings: strict),
-        .testTarget(name: "StorageTests", dependencies: ["Storage", "Billing"], swiftSettings: strict),
+        .testTarget(name: "StorageTests", dependencies: ["TestSupport", "Storage", "Billing"], swiftSettings: strict),
         .testTarget(
             name: "ServerTests",
             dependencies: ["Daemon", "HTTP2", "RPC", "Billing", "BillingService", "BillingAPI", "Storage", "ProtoWire"],

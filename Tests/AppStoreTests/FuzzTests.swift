@@ -3,6 +3,7 @@ import Crypto
 import Foundation
 import ProtoWire
 import Testing
+import TestSupport
 
 /// Deterministic random-mutation fuzzing of the JWS, PKCS#7 and ASN.1 parsers: bit flips, byte
 /// changes, truncations, duplications and splices of valid seeds. Every input must yield a verdict,
@@ -134,17 +135,5 @@ struct FuzzTests {
             }
         }
         #expect(outcomes == ["parsed", "refused"])
-    }
-}
-
-struct SplitMix {
-    var state: UInt64
-    init(seed: UInt64) { state = seed }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }

@@ -4,18 +4,8 @@ import Foundation
 import RPC
 import Synchronization
 import Testing
+import TestSupport
 
-/// Waits for a callback-style answer (the in-memory store answers inline; this also bounds real stores).
-func answer<T: Sendable>(_ start: (@escaping @Sendable (T) -> Void) -> Void) -> T {
-    let box = Mutex<T?>(nil)
-    let done = DispatchSemaphore(value: 0)
-    start { value in
-        box.withLock { $0 = value }
-        done.signal()
-    }
-    precondition(done.wait(timeout: .now() + 10) == .success, "no answer within 10 s")
-    return box.withLock { $0! }
-}
 
 @Suite("Order rules")
 struct OrderServiceTests {
@@ -26,7 +16,7 @@ struct OrderServiceTests {
     }
 
     func create(_ s: OrderService, _ r: OrderService.CreateRequest) -> Result<Billing.Order, BillingError> {
-        answer { done in s.createOrder(r, completion: done) }
+        wait { done in s.createOrder(r, completion: done) }
     }
 
     @Test("a new order is PENDING with a lowercase UUID v4 and the clock's time")
@@ -124,16 +114,16 @@ struct OrderServiceTests {
     func getOrder() throws {
         let s = service()
         let order = try create(s, .init(accountID: "a", productID: "p")).get()
-        let got: Result<Billing.Order, BillingError> = answer { s.getOrder(id: order.id, completion: $0) }
+        let got: Result<Billing.Order, BillingError> = wait { s.getOrder(id: order.id, completion: $0) }
         #expect(try got.get() == order)
-        let upper: Result<Billing.Order, BillingError> = answer { s.getOrder(id: order.id.uppercased(), completion: $0) }
+        let upper: Result<Billing.Order, BillingError> = wait { s.getOrder(id: order.id.uppercased(), completion: $0) }
         #expect(try upper.get() == order)
-        let bad: Result<Billing.Order, BillingError> = answer { s.getOrder(id: "nope", completion: $0) }
+        let bad: Result<Billing.Order, BillingError> = wait { s.getOrder(id: "nope", completion: $0) }
         #expect(bad == .failure(.invalidField(field: "order_id", problem: "is not a UUID")))
-        let empty: Result<Billing.Order, BillingError> = answer { s.getOrder(id: "", completion: $0) }
+        let empty: Result<Billing.Order, BillingError> = wait { s.getOrder(id: "", completion: $0) }
         #expect(empty == .failure(.invalidField(field: "order_id", problem: "is required")))
         let missing = "00000000-0000-4000-8000-000000000000"
-        let unknown: Result<Billing.Order, BillingError> = answer { s.getOrder(id: missing, completion: $0) }
+        let unknown: Result<Billing.Order, BillingError> = wait { s.getOrder(id: missing, completion: $0) }
         #expect(unknown == .failure(.orderNotFound(orderID: missing)))
     }
 

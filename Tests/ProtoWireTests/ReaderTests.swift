@@ -1,6 +1,7 @@
 import BillingAPI
 import ProtoWire
 import Testing
+import TestSupport
 
 @Suite("Wire reader limits and malformed input")
 struct ReaderTests {
@@ -83,7 +84,7 @@ struct ReaderTests {
 
     @Test("encodedSize is exact for random messages", arguments: 0..<50)
     func sizes(_ seed: Int) {
-        var rng = SeededGenerator(seed: UInt64(seed))
+        var rng = SplitMix(seed: UInt64(seed) &+ 0x9E37_79B9_7F4A_7C15)
         var all = WireAll()
         all.i64 = Int64(bitPattern: rng.next())
         all.s64 = Int64(bitPattern: rng.next())
@@ -94,18 +95,5 @@ struct ReaderTests {
         let bytes = all.encoded()
         #expect(bytes.count == all.encodedSize)
         #expect((try? WireAll(decoding: bytes)) == all)
-    }
-}
-
-/// SplitMix64: reproducible randomness for tests.
-struct SeededGenerator: RandomNumberGenerator {
-    var state: UInt64
-    init(seed: UInt64) { state = seed &+ 0x9E37_79B9_7F4A_7C15 }
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
     }
 }

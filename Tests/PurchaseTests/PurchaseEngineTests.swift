@@ -6,6 +6,7 @@ import Foundation
 import Storage
 import Synchronization
 import Testing
+import TestSupport
 
 /// A real test store (OpenSSL keys and signatures) shared by the purchase tests.
 enum Shop {
@@ -84,16 +85,6 @@ enum PostgresDB {
     }
 }
 
-func wait<T: Sendable>(_ start: (@escaping @Sendable (T) -> Void) -> Void) -> T {
-    let box = Mutex<T?>(nil)
-    let done = DispatchSemaphore(value: 0)
-    start { value in
-        box.withLock { $0 = value }
-        done.signal()
-    }
-    precondition(done.wait(timeout: .now() + 20) == .success, "no answer within 20 s")
-    return box.withLock { $0! }
-}
 
 /// An engine over a backend, with helpers that wait for answers.
 struct Harness {

@@ -3,6 +3,7 @@ import Foundation
 import Storage
 import Synchronization
 import Testing
+import TestSupport
 
 /// A store under test and how to reopen it (to check what survives a restart).
 struct StoreFixture: Sendable, CustomTestStringConvertible {
@@ -33,16 +34,6 @@ struct StoreFixture: Sendable, CustomTestStringConvertible {
     static var all: [StoreFixture] { [memory(), sqlite()] + (postgres().map { [$0] } ?? []) }
 }
 
-func wait<T: Sendable>(_ start: (@escaping @Sendable (T) -> Void) -> Void) -> T {
-    let box = Mutex<T?>(nil)
-    let done = DispatchSemaphore(value: 0)
-    start { value in
-        box.withLock { $0 = value }
-        done.signal()
-    }
-    precondition(done.wait(timeout: .now() + 20) == .success, "store gave no answer within 20 s")
-    return box.withLock { $0! }
-}
 
 func newOrder(_ account: String = "acct", key: String? = nil, product: String = "p", quantity: Int = 1) -> NewOrder {
     NewOrder(id: OrderID.make(), accountID: account, productID: product, quantity: quantity, idempotencyKey: key,
