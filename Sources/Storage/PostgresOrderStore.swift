@@ -220,52 +220,7 @@ public final class PostgresOrderStore: OrderStore {
 enum PostgresMigrations {
     static let lockKey: Int64 = 0x6269_6C6C_696E_6764  // "billingd"
 
-    static let steps: [String] = [
-        """
-        CREATE TABLE orders (
-            order_id TEXT PRIMARY KEY,
-            account_id TEXT NOT NULL,
-            product_id TEXT NOT NULL,
-            quantity INTEGER NOT NULL CHECK (quantity >= 1),
-            state INTEGER NOT NULL,
-            idempotency_key TEXT,
-            create_time_ms BIGINT NOT NULL,
-            update_time_ms BIGINT NOT NULL,
-            transaction_id TEXT,
-            environment INTEGER
-        );
-        CREATE UNIQUE INDEX orders_account_idempotency ON orders (account_id, idempotency_key) WHERE idempotency_key IS NOT NULL;
-        CREATE TABLE order_events (
-            id BIGSERIAL PRIMARY KEY,
-            order_id TEXT NOT NULL REFERENCES orders (order_id),
-            from_state INTEGER,
-            to_state INTEGER NOT NULL,
-            time_ms BIGINT NOT NULL,
-            cause TEXT NOT NULL
-        );
-        CREATE INDEX order_events_order ON order_events (order_id);
-        """,
-        """
-        CREATE TABLE transactions (
-            transaction_id TEXT PRIMARY KEY,
-            original_transaction_id TEXT NOT NULL,
-            account_id TEXT NOT NULL,
-            order_id TEXT REFERENCES orders (order_id),
-            product_id TEXT NOT NULL,
-            product_kind TEXT,
-            purchase_time_ms BIGINT NOT NULL,
-            expires_time_ms BIGINT NOT NULL DEFAULT 0,
-            revocation_time_ms BIGINT NOT NULL DEFAULT 0,
-            quantity INTEGER NOT NULL,
-            environment INTEGER NOT NULL,
-            app_account_token TEXT,
-            bundle_id TEXT NOT NULL
-        );
-        CREATE INDEX transactions_account ON transactions (account_id);
-        CREATE UNIQUE INDEX transactions_order ON transactions (order_id) WHERE order_id IS NOT NULL;
-        CREATE UNIQUE INDEX orders_transaction ON orders (transaction_id) WHERE transaction_id IS NOT NULL;
-        """,
-    ]
+    static let steps = Schema.steps(.postgres)
 
     static func migrate(_ db: PGConnection) throws(StorageError) {
         try db.execute("SELECT pg_advisory_lock(\(lockKey))")

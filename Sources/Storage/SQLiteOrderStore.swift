@@ -259,53 +259,7 @@ enum OrderRow {
 
 /// Versioned schema changes, applied in order inside one transaction each; `PRAGMA user_version` records the last.
 enum SQLiteMigrations {
-    static let steps: [String] = [
-        // 1: orders, their idempotency keys and their state history.
-        """
-        CREATE TABLE orders (
-            order_id TEXT PRIMARY KEY,
-            account_id TEXT NOT NULL,
-            product_id TEXT NOT NULL,
-            quantity INTEGER NOT NULL CHECK (quantity >= 1),
-            state INTEGER NOT NULL,
-            idempotency_key TEXT,
-            create_time_ms INTEGER NOT NULL,
-            update_time_ms INTEGER NOT NULL,
-            transaction_id TEXT,
-            environment INTEGER
-        ) WITHOUT ROWID;
-        CREATE UNIQUE INDEX orders_account_idempotency ON orders (account_id, idempotency_key) WHERE idempotency_key IS NOT NULL;
-        CREATE TABLE order_events (
-            order_id TEXT NOT NULL REFERENCES orders (order_id),
-            from_state INTEGER,
-            to_state INTEGER NOT NULL,
-            time_ms INTEGER NOT NULL,
-            cause TEXT NOT NULL
-        );
-        CREATE INDEX order_events_order ON order_events (order_id);
-        """,
-        // 2: store transactions: unique, owned by an account, tied to the order they paid.
-        """
-        CREATE TABLE transactions (
-            transaction_id TEXT PRIMARY KEY,
-            original_transaction_id TEXT NOT NULL,
-            account_id TEXT NOT NULL,
-            order_id TEXT REFERENCES orders (order_id),
-            product_id TEXT NOT NULL,
-            product_kind TEXT,
-            purchase_time_ms INTEGER NOT NULL,
-            expires_time_ms INTEGER NOT NULL DEFAULT 0,
-            revocation_time_ms INTEGER NOT NULL DEFAULT 0,
-            quantity INTEGER NOT NULL,
-            environment INTEGER NOT NULL,
-            app_account_token TEXT,
-            bundle_id TEXT NOT NULL
-        ) WITHOUT ROWID;
-        CREATE INDEX transactions_account ON transactions (account_id);
-        CREATE UNIQUE INDEX transactions_order ON transactions (order_id) WHERE order_id IS NOT NULL;
-        CREATE UNIQUE INDEX orders_transaction ON orders (transaction_id) WHERE transaction_id IS NOT NULL;
-        """,
-    ]
+    static let steps = Schema.steps(.sqlite)
 
     static func migrate(_ db: SQLiteConnection) throws(StorageError) {
         let current = try db.userVersion()

@@ -1,0 +1,64 @@
+/// The tables both stores keep, written once. The dialects differ in three spellings only:
+/// the integer type of millisecond times, SQLite's `WITHOUT ROWID` on tables keyed by text,
+/// and PostgreSQL's surrogate key on the append-only event table.
+enum SQLDialect {
+    case sqlite, postgres
+
+    fileprivate var milliseconds: String { self == .sqlite ? "INTEGER" : "BIGINT" }
+    fileprivate var endKeyedTable: String { self == .sqlite ? ") WITHOUT ROWID;" : ");" }
+    fileprivate var eventKey: String { self == .sqlite ? "" : "id BIGSERIAL PRIMARY KEY,\n    " }
+}
+
+enum Schema {
+    /// Versioned schema changes, in order; a database records how many it has applied.
+    static func steps(_ dialect: SQLDialect) -> [String] {
+        let ms = dialect.milliseconds
+        return [
+            // 1: orders, their idempotency keys and their state history.
+            """
+            CREATE TABLE orders (
+                order_id TEXT PRIMARY KEY,
+                account_id TEXT NOT NULL,
+                product_id TEXT NOT NULL,
+                quantity INTEGER NOT NULL CHECK (quantity >= 1),
+                state INTEGER NOT NULL,
+                idempotency_key TEXT,
+                create_time_ms \(ms) NOT NULL,
+                update_time_ms \(ms) NOT NULL,
+                transaction_id TEXT,
+                environment INTEGER
+            \(dialect.endKeyedTable)
+            CREATE UNIQUE INDEX orders_account_idempotency ON orders (account_id, idempotency_key) WHERE idempotency_key IS NOT NULL;
+            CREATE TABLE order_events (
+                \(dialect.eventKey)order_id TEXT NOT NULL REFERENCES orders (order_id),
+                from_state INTEGER,
+                to_state INTEGER NOT NULL,
+                time_ms \(ms) NOT NULL,
+                cause TEXT NOT NULL
+            );
+            CREATE INDEX order_events_order ON order_events (order_id);
+            """,
+            // 2: store transactions: unique, owned by an account, tied to the order they paid.
+            """
+            CREATE TABLE transactions (
+                transaction_id TEXT PRIMARY KEY,
+                original_transaction_id TEXT NOT NULL,
+                account_id TEXT NOT NULL,
+                order_id TEXT REFERENCES orders (order_id),
+                product_id TEXT NOT NULL,
+                product_kind TEXT,
+                purchase_time_ms \(ms) NOT NULL,
+                expires_time_ms \(ms) NOT NULL DEFAULT 0,
+                revocation_time_ms \(ms) NOT NULL DEFAULT 0,
+                quantity INTEGER NOT NULL,
+                environment INTEGER NOT NULL,
+                app_account_token TEXT,
+                bundle_id TEXT NOT NULL
+            \(dialect.endKeyedTable)
+            CREATE INDEX transactions_account ON transactions (account_id);
+            CREATE UNIQUE INDEX transactions_order ON transactions (order_id) WHERE order_id IS NOT NULL;
+            CREATE UNIQUE INDEX orders_transaction ON orders (transaction_id) WHERE transaction_id IS NOT NULL;
+            """,
+        ]
+    }
+}
