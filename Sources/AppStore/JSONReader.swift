@@ -195,3 +195,17 @@ struct JSONReader {
         throw Failure()
     }
 }
+
+/// The body App Store Server Notifications v2 are posted with: `{"signedPayload": "<JWS>"}`.
+public enum NotificationEnvelope {
+    /// The largest body accepted (CONFIG.md).
+    public static let maxBytes = 64 << 10
+
+    /// The signed payload, or nil when the body is not a JSON object with a string `signedPayload`
+    /// (other fields are tolerated).
+    public static func signedPayload(from body: [UInt8]) -> String? {
+        guard body.count <= maxBytes, case .object(let o)? = try? JSONReader.parse(body),
+              case .string(let payload)? = o["signedPayload"] else { return nil }
+        return payload
+    }
+}

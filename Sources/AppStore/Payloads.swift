@@ -269,6 +269,16 @@ public struct NotificationPayload: Sendable, Equatable {
         }
     }
 
+    /// Decodes a JWS's payload without verifying it: only for a notification whose signature and app
+    /// `SignedDataVerifier` already checked (it refused only its environment).
+    public static func decodeVerified(_ signed: String) -> NotificationPayload? {
+        guard let jws = try? JWS.parse(signed), let fields = try? JSONFields(bytes: jws.payload) else { return nil }
+        return NotificationPayload(fields)
+    }
+
+    /// The environment the notification speaks for (data, summary, or external purchase token).
+    public var environment: String? { scope.environment }
+
     /// The environment, bundle id and app id the notification speaks for (data, summary, or token).
     var scope: (environment: String?, bundleID: String?, appAppleID: Int64?) {
         if let data { return (data.environment, data.bundleID, data.appAppleID) }

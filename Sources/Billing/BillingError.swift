@@ -24,6 +24,8 @@ public enum BillingError: Error, Sendable, Equatable, CustomStringConvertible {
     case transactionAlreadyClaimed(transactionID: String)
     case transactionRevoked(transactionID: String)
     case orderNotPending(orderID: String, state: OrderState)
+    /// The call needs the App Store Server API, whose credentials are not configured.
+    case appStoreAPINotConfigured(feature: String)
 
     public var description: String {
         switch self {
@@ -44,6 +46,7 @@ public enum BillingError: Error, Sendable, Equatable, CustomStringConvertible {
         case .transactionAlreadyClaimed(let id): "transaction \(id) already paid another order or belongs to another account"
         case .transactionRevoked(let id): "transaction \(id) was refunded or revoked"
         case .orderNotPending(_, let state): "the order is \(state) and can no longer be paid"
+        case .appStoreAPINotConfigured(let feature): "\(feature) needs the App Store Server API; start billingd with --appstore-api-key-id, --appstore-api-issuer-id and --appstore-api-private-key"
         }
     }
 }

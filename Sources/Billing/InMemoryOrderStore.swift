@@ -6,6 +6,11 @@ public final class InMemoryOrderStore: OrderStore {
         var orders: [String: Order] = [:]
         var byKey: [String: String] = [:]
         var transactions: [String: OwnedTransaction] = [:]
+        var entitlements: [String: [String: EntitlementRecord]] = [:]
+        var renewals: [String: RenewalState] = [:]
+        var notifications: [String: NotificationRecord] = [:]
+        var events: [EventRecord] = []
+        var nextCursor: UInt64 = 1
     }
 
     /// A ledger over a copy of the state; committed by writing the copy back.
@@ -22,32 +27,79 @@ public final class InMemoryOrderStore: OrderStore {
         func transfer(transactionID: String, to accountID: String) {
             state.transactions[transactionID]?.accountID = accountID
         }
-        func complete(orderID: String, transactionID: String, environment: StoreEnvironment, nowMs: Int64) {
-            state.orders[orderID]?.state = .completed
-            state.orders[orderID]?.transactionID = transactionID
-            state.orders[orderID]?.environment = environment
-            state.orders[orderID]?.updateTimeMs = nowMs
+        func update(_ transaction: StoreTransaction) {
+            state.transactions[transaction.transactionID]?.transaction = transaction
+        }
+        func complete(_ order: Order) throws(BillingError) {
+            guard let current = state.orders[order.id] else { throw .orderNotFound(orderID: order.id) }
+            guard current.state == .pending else { throw .orderNotPending(orderID: order.id, state: current.state) }
+            state.orders[order.id] = order
+        }
+        func move(orderID: String, from: OrderState, to: OrderState, nowMs: Int64) -> Order? {
+            guard var o = state.orders[orderID], o.state == from else { return nil }
+            o.state = to
+            o.updateTimeMs = nowMs
+            state.orders[orderID] = o
+            return o
+        }
+        func pendingOrders(createdBeforeMs: Int64, limit: Int) -> [String] {
+            state.orders.values.filter { $0.state == .pending && $0.createTimeMs < createdBeforeMs }
+                .sorted { ($0.createTimeMs, $0.id) < ($1.createTimeMs, $1.id) }.prefix(limit).map(\.id)
         }
         func transactions(accountID: String) -> [OwnedTransaction] {
             state.transactions.values.filter { $0.accountID == accountID }.sorted { $0.transaction.transactionID < $1.transaction.transactionID }
         }
+        func transactions(originalTransactionID: String) -> [OwnedTransaction] {
+            state.transactions.values.filter { $0.transaction.originalTransactionID == originalTransactionID }
+                .sorted { $0.transaction.transactionID < $1.transaction.transactionID }
+        }
+        func entitlement(accountID: String, key: String) -> EntitlementRecord? { state.entitlements[accountID]?[key] }
+        func entitlements(accountID: String) -> [EntitlementRecord] {
+            (state.entitlements[accountID] ?? [:]).values.sorted { $0.key < $1.key }
+        }
+        func put(_ entitlement: EntitlementRecord) { state.entitlements[entitlement.accountID, default: [:]][entitlement.key] = entitlement }
+        func deleteEntitlement(accountID: String, key: String) { state.entitlements[accountID]?[key] = nil }
+        func renewal(originalTransactionID: String) -> RenewalState? { state.renewals[originalTransactionID] }
+        func put(_ renewal: RenewalState) { state.renewals[renewal.originalTransactionID] = renewal }
+        func notification(uuid: String) -> NotificationResult? { state.notifications[uuid]?.result }
+        func record(_ notification: NotificationRecord) { state.notifications[notification.uuid] = notification }
+        func append(_ event: EventRecord) {
+            var e = event
+            e.cursor = state.nextCursor
+            state.nextCursor += 1
+            state.events.append(e)
+        }
+        func lastCursor() -> UInt64 { state.events.last?.cursor ?? 0 }
+        func events(after cursor: UInt64, limit: Int, accountID: String?) -> [EventRecord] {
+            // Cursors are the events' positions plus one: binary search is not needed for a test store.
+            Array(state.events.lazy.filter { $0.cursor > cursor && (accountID == nil || $0.accountID == accountID) }.prefix(limit))
+        }
     }
     private let state = Mutex(State())
+    private let listener = Mutex<(@Sendable () -> Void)?>(nil)
 
     public init() {}
+
+    /// Every event so far, oldest first (for tests).
+    public var allEvents: [EventRecord] { state.withLock { $0.events } }
 
     public func create(_ order: NewOrder, abandoned: @escaping @Sendable () -> Bool,
                        completion: @escaping @Sendable (Result<CreateOutcome, BillingError>) -> Void) {
         let result: Result<CreateOutcome, BillingError> = state.withLock { s in
-            if let key = order.idempotencyKey, let existing = s.byKey[order.accountID + "\u{0}" + key] {
-                return .success(.existing(s.orders[existing]!))
+            if let key = order.idempotencyKey, let existing = s.byKey[order.accountID + "\u{0}" + key], let found = s.orders[existing] {
+                return .success(.existing(found))
             }
             if abandoned() { return .failure(.abandoned) }
             let stored = order.pendingOrder
-            s.orders[order.id] = stored
-            if let key = order.idempotencyKey { s.byKey[order.accountID + "\u{0}" + key] = order.id }
+            let ledger = Ledger(s)
+            ledger.state.orders[order.id] = stored
+            if let key = order.idempotencyKey { ledger.state.byKey[order.accountID + "\u{0}" + key] = order.id }
+            ledger.append(EventRecord(kind: .orderCreated, timeMs: order.createTimeMs, accountID: order.accountID, order: stored,
+                                      cause: .createOrder))
+            s = ledger.state
             return .success(.created(stored))
         }
+        if case .success(.created) = result { notifyListener() }
         completion(result)
     }
 
@@ -55,51 +107,38 @@ public final class InMemoryOrderStore: OrderStore {
         completion(.success(state.withLock { $0.orders[id] }))
     }
 
-    public func complete(orderID: String, candidates: [StoreTransaction], check: @escaping @Sendable (Order, StoreTransaction) -> BillingError?,
-                         nowMs: Int64, abandoned: @escaping @Sendable () -> Bool,
-                         completion: @escaping @Sendable (Result<CompletedPurchase, BillingError>) -> Void) {
-        let result: Result<CompletedPurchase, BillingError> = state.withLock { s in
-            if abandoned() { return .failure(.abandoned) }
+    public func write<T: Sendable>(abandoned: @escaping @Sendable () -> Bool,
+                                   _ body: @escaping @Sendable (any PurchaseLedger) throws(BillingError) -> Result<T, BillingError>,
+                                   completion: @escaping @Sendable (Result<T, BillingError>) -> Void) {
+        let (result, appended): (Result<T, BillingError>, Bool) = state.withLock { s in
+            if abandoned() { return (.failure(.abandoned), false) }
             let ledger = Ledger(s)
             do throws(BillingError) {
-                let done = try PurchaseRules.complete(ledger, orderID: orderID, candidates: candidates, check: check, nowMs: nowMs)
+                let r = try body(ledger)
+                let appended = ledger.state.events.count != s.events.count
                 s = ledger.state
-                return .success(done)
+                return (r, appended)
             } catch {
-                return .failure(error)
+                return (.failure(error), false)
             }
         }
+        if appended { notifyListener() }
         completion(result)
     }
 
-    public func restore(accountID: String, transactions: [StoreTransaction], policy: RestorePolicy,
-                        completion: @escaping @Sendable (Result<[OwnedTransaction], BillingError>) -> Void) {
-        let result: Result<[OwnedTransaction], BillingError> = state.withLock { s in
-            let ledger = Ledger(s)
-            do throws(BillingError) {
-                let owned = try PurchaseRules.restore(ledger, accountID: accountID, transactions: transactions, policy: policy)
-                s = ledger.state
-                return .success(owned)
-            } catch {
-                return .failure(error)
-            }
+    public func read<T: Sendable>(_ body: @escaping @Sendable (any PurchaseLedger) throws(BillingError) -> T,
+                                  completion: @escaping @Sendable (Result<T, BillingError>) -> Void) {
+        let ledger = Ledger(state.withLock { $0 })
+        do throws(BillingError) {
+            completion(.success(try body(ledger)))
+        } catch {
+            completion(.failure(error))
         }
-        completion(result)
     }
 
-    public func expire(createdBeforeMs cutoffMs: Int64, nowMs: Int64, limit: Int,
-                       completion: @escaping @Sendable (Result<Int, BillingError>) -> Void) {
-        let n = state.withLock { s -> Int in
-            var moved = 0
-            for (id, order) in s.orders where order.state == .pending && order.createTimeMs < cutoffMs && moved < limit {
-                s.orders[id]?.state = .expired
-                s.orders[id]?.updateTimeMs = nowMs
-                moved += 1
-            }
-            return moved
-        }
-        completion(.success(n))
-    }
+    public func setEventListener(_ listener: @escaping @Sendable () -> Void) { self.listener.withLock { $0 = listener } }
+
+    private func notifyListener() { listener.withLock { $0 }?() }
 
     public func isReachable() -> Bool { true }
     public func close() {}

@@ -51,7 +51,7 @@ public final class OrderService: Sendable {
     }
 
     /// Text fields: required ones non-empty, all within `max` bytes and free of control characters.
-    static func checkText(_ value: String, field: String, max: Int, required: Bool) throws(BillingError) {
+    public static func checkText(_ value: String, field: String, max: Int, required: Bool) throws(BillingError) {
         if value.isEmpty {
             if required { throw .invalidField(field: field, problem: "is required") }
             return

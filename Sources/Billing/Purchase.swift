@@ -15,10 +15,18 @@ public struct StoreTransaction: Sendable, Equatable {
     /// Lowercase UUID, or nil.
     public var appAccountToken: String?
     public var bundleID: String
+    /// When the App Store signed this view of the transaction (the JWS `signedDate`, a receipt's creation
+    /// date): per transaction, the newest view wins; 0 when unknown.
+    public var signedTimeMs: Int64
+    /// Apple's revocationReason (0 other, 1 an issue in the app), when revoked.
+    public var revocationReason: Int?
 
     public init(transactionID: String, originalTransactionID: String, productID: String, productKind: ProductKind?,
                 purchaseTimeMs: Int64, expiresTimeMs: Int64 = 0, revocationTimeMs: Int64 = 0, quantity: Int = 1,
-                environment: StoreEnvironment, appAccountToken: String? = nil, bundleID: String) {
+                environment: StoreEnvironment, appAccountToken: String? = nil, bundleID: String,
+                signedTimeMs: Int64 = 0, revocationReason: Int? = nil) {
+        self.signedTimeMs = signedTimeMs
+        self.revocationReason = revocationReason
         self.transactionID = transactionID
         self.originalTransactionID = originalTransactionID
         self.productID = productID
@@ -58,6 +66,10 @@ public struct Entitlement: Sendable, Equatable {
     public var expiresTimeMs: Int64
     public var active: Bool
     public var orderID: String?
+    public var revocationTimeMs: Int64 = 0
+    public var gracePeriodExpiresTimeMs: Int64 = 0
+    public var autoRenew = false
+    public var environment: StoreEnvironment?
 }
 
 /// What SubmitReceipt answers.

@@ -24,6 +24,19 @@ public final class PurchaseEngine: Sendable {
 
     private var catalog: Catalog? { orders.catalog }
 
+    /// What the entitlement table says the account owns now; inactive ones only when asked.
+    public func entitlements(accountID: String, includeInactive: Bool,
+                             completion: @escaping @Sendable (Result<[Entitlement], BillingError>) -> Void) {
+        do throws(BillingError) {
+            try OrderService.checkText(accountID, field: "account_id", max: OrderService.Limits.accountID, required: true)
+        } catch {
+            return completion(.failure(error))
+        }
+        orders.store.entitlements(accountID: accountID, nowMs: clock.nowMilliseconds()) { result in
+            completion(result.map { list in includeInactive ? list : list.filter(\.active) })
+        }
+    }
+
     /// The catalog's product kind wins over what the signed data says.
     private func classify(_ t: StoreTransaction) -> StoreTransaction {
         var t = t
@@ -75,7 +88,8 @@ public final class PurchaseEngine: Sendable {
         var autoPick = false
         if case .appReceipt = proof, transactionID.isEmpty { autoPick = true }
         orders.store.complete(orderID: orderID, candidates: candidates, check: autoPick ? Self.checkPicked : Self.check,
-                              nowMs: clock.nowMilliseconds(), abandoned: abandoned, completion: completion)
+                              context: RuleContext(nowMs: clock.nowMilliseconds(), cause: .submitReceipt, catalog: catalog),
+                              abandoned: abandoned, completion: completion)
     }
 
     /// Whether `t` may pay `order`: same product, the order's account token, not revoked.
@@ -128,10 +142,8 @@ public final class PurchaseEngine: Sendable {
             case .failure(let e): return completion(.failure(e))
             }
         }
-        let catalog = self.catalog
-        let clock = self.clock
-        orders.store.restore(accountID: accountID, transactions: proven, policy: restorePolicy) { result in
-            completion(result.map { PurchaseRules.entitlements($0, catalog: catalog, nowMs: clock.nowMilliseconds()) })
-        }
+        orders.store.restore(accountID: accountID, transactions: proven, policy: restorePolicy,
+                             context: RuleContext(nowMs: clock.nowMilliseconds(), cause: .restorePurchases, catalog: catalog),
+                             completion: completion)
     }
 }

@@ -1,110 +1,285 @@
-/// The reads and writes a purchase needs, inside one database transaction of a store.
+/// The reads and writes the rules need, inside one database transaction of a store.
 public protocol PurchaseLedger {
     func order(id: String) throws(BillingError) -> Order?
     func owned(transactionID: String) throws(BillingError) -> OwnedTransaction?
-    /// Inserts a transaction the ledger has not seen (transaction_id is unique).
+    /// Inserts a transaction the ledger has not seen (transaction_id is unique). An empty account: nobody owns it yet.
     func insert(_ owned: OwnedTransaction) throws(BillingError)
     /// Changes who owns a known transaction and, when given, the order it paid.
     func reassign(transactionID: String, accountID: String, orderID: String?) throws(BillingError)
     /// Changes only who owns a known transaction (restore under `transfer`); the order it paid stays.
     func transfer(transactionID: String, to accountID: String) throws(BillingError)
-    /// Moves a pending order to COMPLETED with its transaction, and records the transition.
-    func complete(orderID: String, transactionID: String, environment: StoreEnvironment, nowMs: Int64) throws(BillingError)
+    /// Stores what a newer signed view may change: expiry, revocation and its reason, the signed date.
+    func update(_ transaction: StoreTransaction) throws(BillingError)
+    /// Moves a pending order to the completed state `order` describes (its transaction, environment, time).
+    /// Throws `orderNotPending` with the real state when another writer moved it first.
+    func complete(_ order: Order) throws(BillingError)
+    /// Moves an order from `from` to `to`; answers the order afterwards, or nil when it was not in `from`.
+    func move(orderID: String, from: OrderState, to: OrderState, nowMs: Int64) throws(BillingError) -> Order?
+    /// Ids of PENDING orders created before the cutoff, oldest first (expiry).
+    func pendingOrders(createdBeforeMs: Int64, limit: Int) throws(BillingError) -> [String]
     /// Every transaction the account owns.
     func transactions(accountID: String) throws(BillingError) -> [OwnedTransaction]
+    /// Every transaction of one subscription (or one purchase), whoever owns it.
+    func transactions(originalTransactionID: String) throws(BillingError) -> [OwnedTransaction]
+    func entitlement(accountID: String, key: String) throws(BillingError) -> EntitlementRecord?
+    func entitlements(accountID: String) throws(BillingError) -> [EntitlementRecord]
+    func put(_ entitlement: EntitlementRecord) throws(BillingError)
+    func deleteEntitlement(accountID: String, key: String) throws(BillingError)
+    func renewal(originalTransactionID: String) throws(BillingError) -> RenewalState?
+    func put(_ renewal: RenewalState) throws(BillingError)
+    /// The recorded result of a notification UUID, if it was seen.
+    func notification(uuid: String) throws(BillingError) -> NotificationResult?
+    func record(_ notification: NotificationRecord) throws(BillingError)
+    /// Appends an event; the store gives it its cursor in commit order.
+    func append(_ event: EventRecord) throws(BillingError)
+    /// Committed events after `cursor`, oldest first.
+    func events(after cursor: UInt64, limit: Int, accountID: String?) throws(BillingError) -> [EventRecord]
+    /// The cursor of the newest committed event; 0 when there is none.
+    func lastCursor() throws(BillingError) -> UInt64
+}
+
+/// What every rule needs besides the ledger: the time of the change, its cause, the catalog.
+public struct RuleContext: Sendable {
+    public var nowMs: Int64
+    public var cause: EventCause
+    public var catalog: Catalog?
+
+    public init(nowMs: Int64, cause: EventCause, catalog: Catalog?) {
+        self.nowMs = nowMs
+        self.cause = cause
+        self.catalog = catalog
+    }
 }
 
 /// The money rules, written once over a ledger so every store applies them identically.
 public enum PurchaseRules {
     /// Completes `orderID` with the first candidate that can pay it, exactly once.
     ///
-    /// - A candidate already recorded for this order answers `alreadyProcessed`.
-    /// - A candidate owned by another order or account cannot pay it.
+    /// - A newer signed view of a known candidate is stored first (a revocation refunds its order), and
+    ///   stays committed whatever the answer.
+    /// - A candidate already recorded for this order answers `alreadyProcessed` (or TRANSACTION_REVOKED).
+    /// - A candidate owned by another order or account cannot pay it; one nobody owns yet can.
     /// - `check` refuses a candidate for this order (product, account token, revocation).
     public static func complete(_ ledger: some PurchaseLedger, orderID: String, candidates: [StoreTransaction],
-                                check: (Order, StoreTransaction) -> BillingError?, nowMs: Int64) throws(BillingError) -> CompletedPurchase {
-        guard let order = try ledger.order(id: orderID) else { throw .orderNotFound(orderID: orderID) }
-        // A retry of the proof that completed this order answers the same result.
-        for candidate in candidates {
-            if let owned = try ledger.owned(transactionID: candidate.transactionID), owned.orderID == orderID {
-                return CompletedPurchase(order: order, transaction: owned.transaction, alreadyProcessed: true)
+                                check: (Order, StoreTransaction) -> BillingError?, context: RuleContext,
+                                refreshEntitlement: Bool = true) throws(BillingError) -> Result<CompletedPurchase, BillingError> {
+        guard try ledger.order(id: orderID) != nil else { return .failure(.orderNotFound(orderID: orderID)) }
+        var known: [String: OwnedTransaction] = [:]
+        for c in candidates {
+            if let owned = try ledger.owned(transactionID: c.transactionID) {
+                known[c.transactionID] = try merge(ledger, c, into: owned, context: context)
+            }
+        }
+        guard let order = try ledger.order(id: orderID) else { return .failure(.orderNotFound(orderID: orderID)) }
+        // A retry of the proof that completed this order answers the stored result.
+        for c in candidates {
+            if let owned = known[c.transactionID], owned.orderID == orderID {
+                if owned.transaction.isRevoked { return .failure(.transactionRevoked(transactionID: c.transactionID)) }
+                return .success(CompletedPurchase(order: order, transaction: owned.transaction, alreadyProcessed: true))
             }
         }
         var firstRefusal: BillingError?
         for candidate in candidates {
-            if let refusal = check(order, candidate) {
+            let owned = known[candidate.transactionID]
+            let current = owned?.transaction ?? candidate
+            if let refusal = check(order, current) {
                 if firstRefusal == nil { firstRefusal = refusal }
                 continue
             }
-            let owned = try ledger.owned(transactionID: candidate.transactionID)
-            if let owned, owned.orderID != nil || owned.accountID != order.accountID {
+            if let owned, owned.orderID != nil || (!owned.accountID.isEmpty && owned.accountID != order.accountID) {
                 if firstRefusal == nil { firstRefusal = .transactionAlreadyClaimed(transactionID: candidate.transactionID) }
                 continue
             }
-            guard order.state == .pending else { throw .orderNotPending(orderID: order.id, state: order.state) }
+            guard order.state == .pending else { return .failure(.orderNotPending(orderID: order.id, state: order.state)) }
             if owned != nil {
-                // Restored earlier by this account, not yet tied to an order.
-                try ledger.reassign(transactionID: candidate.transactionID, accountID: order.accountID, orderID: order.id)
+                // Restored earlier by this account, or kept from a notification before anyone proved it.
+                try ledger.reassign(transactionID: current.transactionID, accountID: order.accountID, orderID: order.id)
             } else {
-                try ledger.insert(OwnedTransaction(transaction: candidate, accountID: order.accountID, orderID: order.id))
+                try ledger.insert(OwnedTransaction(transaction: current, accountID: order.accountID, orderID: order.id))
             }
-            try ledger.complete(orderID: order.id, transactionID: candidate.transactionID, environment: candidate.environment, nowMs: nowMs)
             var completed = order
             completed.state = .completed
-            completed.transactionID = candidate.transactionID
-            completed.environment = candidate.environment
-            completed.updateTimeMs = nowMs
-            return CompletedPurchase(order: completed, transaction: candidate, alreadyProcessed: false)
+            completed.transactionID = current.transactionID
+            completed.environment = current.environment
+            completed.updateTimeMs = context.nowMs
+            try ledger.complete(completed)
+            try ledger.append(EventRecord(kind: .orderCompleted, timeMs: context.nowMs, accountID: order.accountID, order: completed,
+                                          cause: context.cause, transactionID: current.transactionID))
+            if refreshEntitlement {
+                try refresh(ledger, accountID: order.accountID, for: current, context: context)
+            }
+            return .success(CompletedPurchase(order: completed, transaction: current, alreadyProcessed: false))
         }
-        if candidates.count == 1, let firstRefusal { throw firstRefusal }
-        if order.state != .pending { throw .orderNotPending(orderID: order.id, state: order.state) }
+        if candidates.count == 1, let firstRefusal { return .failure(firstRefusal) }
+        if order.state != .pending { return .failure(.orderNotPending(orderID: order.id, state: order.state)) }
         // Several candidates (an app receipt): say why none could pay.
-        for c in candidates where c.productID == order.productID && c.isRevoked {
-            throw .transactionRevoked(transactionID: c.transactionID)
+        for c in candidates where c.productID == order.productID && (known[c.transactionID]?.transaction ?? c).isRevoked {
+            return .failure(.transactionRevoked(transactionID: c.transactionID))
         }
-        if candidates.isEmpty { throw .transactionNotFound(detail: "the proof holds no transaction") }
-        throw .transactionNotFound(detail: "no unclaimed transaction of product \(order.productID) in the receipt")
+        if candidates.isEmpty { return .failure(.transactionNotFound(detail: "the proof holds no transaction")) }
+        return .failure(.transactionNotFound(detail: "no unclaimed transaction of product \(order.productID) in the receipt"))
     }
 
-    /// Records what the proof shows the account owns; answers every transaction the account then owns.
-    /// Consumables are never recorded here. Under `.keep`, a purchase owned by another account stays there.
+    /// Records what the proofs show the account owns and answers its entitlements (inactive ones too).
+    /// Consumables are never recorded here. Under `.keep`, a purchase owned by another account stays there;
+    /// one nobody owns yet attaches to this account.
     public static func restore(_ ledger: some PurchaseLedger, accountID: String, transactions: [StoreTransaction],
-                               policy: RestorePolicy) throws(BillingError) -> [OwnedTransaction] {
-        for t in transactions where t.productKind != .consumable {
-            if let owned = try ledger.owned(transactionID: t.transactionID) {
-                if owned.accountID != accountID && policy == .transfer {
-                    try ledger.transfer(transactionID: t.transactionID, to: accountID)
-                }
-            } else {
-                try ledger.insert(OwnedTransaction(transaction: t, accountID: accountID, orderID: nil))
+                               policy: RestorePolicy, context: RuleContext) throws(BillingError) -> [Entitlement] {
+        var refreshed = Set<String>()
+        for t in transactions where kind(of: t, catalog: context.catalog) != .consumable {
+            let (owned, from) = try record(ledger, t, owner: accountID, transfer: policy == .transfer, context: context)
+            guard owned.accountID == accountID else { continue }
+            let key = EntitlementRecord.key(kind: kind(of: t, catalog: context.catalog), productID: t.productID,
+                                            originalTransactionID: t.originalTransactionID)
+            if from != nil || refreshed.insert(key).inserted {
+                try refresh(ledger, accountID: accountID, for: owned.transaction, context: context, transferred: from != nil)
             }
         }
-        return try ledger.transactions(accountID: accountID)
+        return try ledger.entitlements(accountID: accountID).map { $0.entitlement(nowMs: context.nowMs) }
+            .sorted { ($0.productID, $0.originalTransactionID) < ($1.productID, $1.originalTransactionID) }
     }
 
-    /// Entitlements from owned transactions: one per non-consumable product, one per subscription
-    /// (by original transaction), the latest purchase winning. Active while not revoked and not expired at `nowMs`.
-    public static func entitlements(_ owned: [OwnedTransaction], catalog: Catalog?, nowMs: Int64) -> [Entitlement] {
-        var latest: [String: OwnedTransaction] = [:]
-        for o in owned {
-            let kind = kind(of: o.transaction, catalog: catalog)
-            guard kind != .consumable else { continue }
-            let key = kind == .nonConsumable ? "p:" + o.transaction.productID : "s:" + o.transaction.originalTransactionID
-            if let current = latest[key], current.transaction.purchaseTimeMs > o.transaction.purchaseTimeMs { continue }
-            latest[key] = o
+    /// PENDING -> EXPIRED for orders created before the cutoff (at most `limit`), each with its event.
+    public static func expire(_ ledger: some PurchaseLedger, createdBeforeMs: Int64, limit: Int,
+                              context: RuleContext) throws(BillingError) -> Int {
+        var moved = 0
+        for id in try ledger.pendingOrders(createdBeforeMs: createdBeforeMs, limit: limit) {
+            guard let order = try ledger.move(orderID: id, from: .pending, to: .expired, nowMs: context.nowMs) else { continue }
+            try ledger.append(EventRecord(kind: .orderExpired, timeMs: context.nowMs, accountID: order.accountID, order: order,
+                                          cause: context.cause))
+            moved += 1
         }
-        return latest.values.map { o in
-            let t = o.transaction
-            let kind = kind(of: t, catalog: catalog)
-            var expires = t.expiresTimeMs
-            if kind == .nonRenewingSubscription, expires == 0, let days = catalog?.product(t.productID)?.durationDays {
-                expires = t.purchaseTimeMs + Int64(days) * 86_400_000
+        return moved
+    }
+
+    /// Stores a newer signed view of a known transaction (newest signedDate wins; on equal dates what is
+    /// stored stays). A revocation refunds the order it paid; a reversal completes it again.
+    static func merge(_ ledger: some PurchaseLedger, _ t: StoreTransaction, into owned: OwnedTransaction,
+                      context: RuleContext) throws(BillingError) -> OwnedTransaction {
+        guard t.signedTimeMs > owned.transaction.signedTimeMs else { return owned }
+        var next = owned.transaction
+        next.expiresTimeMs = t.expiresTimeMs
+        next.revocationTimeMs = t.revocationTimeMs
+        next.revocationReason = t.revocationReason
+        next.signedTimeMs = t.signedTimeMs
+        var merged = owned
+        merged.transaction = next
+        try ledger.update(next)
+        if let orderID = owned.orderID, owned.transaction.isRevoked != next.isRevoked {
+            try settle(ledger, orderID: orderID, revoked: next.isRevoked, transactionID: next.transactionID, context: context)
+        }
+        return merged
+    }
+
+    /// The order a transaction paid follows its revocation: COMPLETED -> REFUNDED, or back on a reversal.
+    static func settle(_ ledger: some PurchaseLedger, orderID: String, revoked: Bool, transactionID: String,
+                       context: RuleContext) throws(BillingError) {
+        let (from, to, kind): (OrderState, OrderState, EventKind) =
+            revoked ? (.completed, .refunded, .orderRefunded) : (.refunded, .completed, .orderCompleted)
+        guard let order = try ledger.move(orderID: orderID, from: from, to: to, nowMs: context.nowMs) else { return }
+        try ledger.append(EventRecord(kind: kind, timeMs: context.nowMs, accountID: order.accountID, order: order,
+                                      cause: context.cause, transactionID: transactionID))
+    }
+
+    /// Records a verified transaction: new ones are inserted (owned by `owner`, possibly nobody), known ones
+    /// merged. A known one nobody owns attaches to `owner`; one owned elsewhere moves only when `transfer`.
+    /// Answers the stored transaction and, when it moved, the account it left.
+    static func record(_ ledger: some PurchaseLedger, _ t: StoreTransaction, owner: String, transfer: Bool,
+                       context: RuleContext) throws(BillingError) -> (OwnedTransaction, movedFrom: String?) {
+        guard let known = try ledger.owned(transactionID: t.transactionID) else {
+            let owned = OwnedTransaction(transaction: t, accountID: owner, orderID: nil)
+            try ledger.insert(owned)
+            return (owned, nil)
+        }
+        var owned = try merge(ledger, t, into: known, context: context)
+        guard !owner.isEmpty, owned.accountID != owner, owned.accountID.isEmpty || transfer else { return (owned, nil) }
+        let previous = owned.accountID
+        try ledger.transfer(transactionID: t.transactionID, to: owner)
+        owned.accountID = owner
+        if !previous.isEmpty {
+            try refresh(ledger, accountID: previous, for: owned.transaction, context: context)
+            return (owned, previous)
+        }
+        return (owned, nil)
+    }
+
+    /// Recomputes one entitlement of an account from its transactions and renewal state, stores it if it
+    /// changed, and writes events: `forced` ones (a notification's own effects), else one per change seen.
+    @discardableResult
+    static func refresh(_ ledger: some PurchaseLedger, accountID: String, for t: StoreTransaction, context: RuleContext,
+                        transferred: Bool = false, forced: [EventKind]? = nil) throws(BillingError) -> EntitlementRecord? {
+        guard !accountID.isEmpty else { return nil }
+        let kind = kind(of: t, catalog: context.catalog)
+        guard kind != .consumable else { return nil }
+        let key = EntitlementRecord.key(kind: kind, productID: t.productID, originalTransactionID: t.originalTransactionID)
+        let all: [OwnedTransaction] = kind == .nonConsumable
+            ? try ledger.transactions(accountID: accountID).filter {
+                $0.transaction.productID == t.productID && Self.kind(of: $0.transaction, catalog: context.catalog) == .nonConsumable
             }
-            let expired = (kind == .autoRenewableSubscription || kind == .nonRenewingSubscription) && expires > 0 && expires <= nowMs
-            return Entitlement(productID: t.productID, productKind: kind, originalTransactionID: t.originalTransactionID,
-                               latestTransactionID: t.transactionID, purchaseTimeMs: t.purchaseTimeMs, expiresTimeMs: expires,
-                               active: !t.isRevoked && !expired, orderID: o.orderID)
-        }.sorted { ($0.productID, $0.originalTransactionID) < ($1.productID, $1.originalTransactionID) }
+            : try ledger.transactions(originalTransactionID: t.originalTransactionID).filter { $0.accountID == accountID }
+        let old = try ledger.entitlement(accountID: accountID, key: key)
+        guard !all.isEmpty else {
+            if old != nil { try ledger.deleteEntitlement(accountID: accountID, key: key) }
+            return nil
+        }
+        let latest = pickLatest(all, kind: kind, catalog: context.catalog)
+        let lt = latest.transaction
+        let renewal = kind == .autoRenewableSubscription ? try ledger.renewal(originalTransactionID: lt.originalTransactionID) : nil
+        var expires = lt.expiresTimeMs
+        if kind == .nonRenewingSubscription, expires == 0, let days = context.catalog?.product(lt.productID)?.durationDays {
+            expires = lt.purchaseTimeMs + Int64(days) * 86_400_000
+        }
+        let record = EntitlementRecord(
+            accountID: accountID, key: key, productID: lt.productID, productKind: kind, originalTransactionID: lt.originalTransactionID,
+            latestTransactionID: lt.transactionID, purchaseTimeMs: lt.purchaseTimeMs, expiresTimeMs: expires,
+            revocationTimeMs: lt.revocationTimeMs, gracePeriodExpiresTimeMs: renewal?.gracePeriodExpiresTimeMs ?? 0,
+            autoRenew: renewal?.autoRenew ?? true, environment: lt.environment,
+            orderID: latest.orderID ?? all.first(where: { $0.orderID != nil })?.orderID,
+            ended: renewal.map { $0.endedSignedTimeMs > 0 && $0.endedSignedTimeMs >= lt.signedTimeMs } ?? false)
+        if record != old { try ledger.put(record) }
+        let kinds = forced.map { f in f.map { $0 == .entitlementGranted && old != nil ? .entitlementRenewed : $0 } }
+            ?? changes(from: old, to: record, transferred: transferred)
+        let snapshot = record.entitlement(nowMs: context.nowMs)
+        for k in kinds {
+            var order: Order?
+            if k == .entitlementGranted, let id = record.orderID { order = try ledger.order(id: id) }
+            try ledger.append(EventRecord(kind: k, timeMs: context.nowMs, accountID: accountID, order: order, entitlement: snapshot,
+                                          cause: context.cause, transactionID: t.transactionID))
+        }
+        return record
+    }
+
+    /// The transaction an entitlement shows: for a non-consumable the newest purchase not revoked (else the
+    /// newest); for a subscription the one reaching furthest.
+    static func pickLatest(_ all: [OwnedTransaction], kind: ProductKind, catalog: Catalog?) -> OwnedTransaction {
+        if kind == .nonConsumable {
+            return all.max { a, b in
+                (a.transaction.isRevoked ? 0 : 1, a.transaction.purchaseTimeMs, a.transaction.transactionID)
+                    < (b.transaction.isRevoked ? 0 : 1, b.transaction.purchaseTimeMs, b.transaction.transactionID)
+            }!
+        }
+        return all.max { a, b in
+            (a.transaction.expiresTimeMs, a.transaction.purchaseTimeMs, a.transaction.transactionID)
+                < (b.transaction.expiresTimeMs, b.transaction.purchaseTimeMs, b.transaction.transactionID)
+        }!
+    }
+
+    /// The events a change from `old` to `new` means, for changes that a proof or a restore made.
+    static func changes(from old: EntitlementRecord?, to new: EntitlementRecord, transferred: Bool) -> [EventKind] {
+        guard let old else {
+            if new.revocationTimeMs > 0 { return [.entitlementRevoked] }
+            return [transferred ? .entitlementTransferred : .entitlementGranted]
+        }
+        var kinds: [EventKind] = []
+        if transferred { kinds.append(.entitlementTransferred) }
+        if (old.revocationTimeMs > 0) != (new.revocationTimeMs > 0) {
+            kinds.append(new.revocationTimeMs > 0 ? .entitlementRevoked : .entitlementReinstated)
+        } else if old.latestTransactionID != new.latestTransactionID && new.expiresTimeMs > old.expiresTimeMs {
+            kinds.append(.entitlementRenewed)
+        }
+        if !old.ended && new.ended { kinds.append(.entitlementExpired) }
+        if old.autoRenew != new.autoRenew { kinds.append(.renewalStatusChanged) }
+        return kinds
     }
 
     /// The catalog's word first; then the signed data's; then a guess from the expiry (receipts).

@@ -104,6 +104,10 @@ public struct Entitlement: ProtoMessage, Equatable {
     public var expiresTimeMs: Int64 = 0
     public var active = false
     public var orderID = ""
+    public var revocationTimeMs: Int64 = 0
+    public var gracePeriodExpiresTimeMs: Int64 = 0
+    public var autoRenew = false
+    public var environment = Environment.unspecified
 
     public init() {}
 
@@ -118,6 +122,10 @@ public struct Entitlement: ProtoMessage, Equatable {
             case 6: try expect(wt, .varint, field: 6); expiresTimeMs = try r.readInt64()
             case 7: try expect(wt, .varint, field: 7); active = try r.readBool()
             case 8: try expect(wt, .lengthDelimited, field: 8); orderID = try r.readString(field: 8)
+            case 9: try expect(wt, .varint, field: 9); revocationTimeMs = try r.readInt64()
+            case 10: try expect(wt, .varint, field: 10); gracePeriodExpiresTimeMs = try r.readInt64()
+            case 11: try expect(wt, .varint, field: 11); autoRenew = try r.readBool()
+            case 12: try expect(wt, .varint, field: 12); environment = Environment(rawValue: try r.readEnum(field: 12))
             default: try r.skip(wt)
             }
         }
@@ -126,12 +134,14 @@ public struct Entitlement: ProtoMessage, Equatable {
     public var encodedSize: Int {
         ProtoSize.string(1, productID) + ProtoSize.int32(2, productType.rawValue) + ProtoSize.string(3, originalTransactionID)
             + ProtoSize.string(4, latestTransactionID) + ProtoSize.int64(5, purchaseTimeMs) + ProtoSize.int64(6, expiresTimeMs)
-            + ProtoSize.bool(7, active) + ProtoSize.string(8, orderID)
+            + ProtoSize.bool(7, active) + ProtoSize.string(8, orderID) + ProtoSize.int64(9, revocationTimeMs)
+            + ProtoSize.int64(10, gracePeriodExpiresTimeMs) + ProtoSize.bool(11, autoRenew) + ProtoSize.int32(12, environment.rawValue)
     }
 
     public func encode(to w: inout ProtoWriter) {
         w.string(1, productID); w.int32(2, productType.rawValue); w.string(3, originalTransactionID)
         w.string(4, latestTransactionID); w.int64(5, purchaseTimeMs); w.int64(6, expiresTimeMs)
-        w.bool(7, active); w.string(8, orderID)
+        w.bool(7, active); w.string(8, orderID); w.int64(9, revocationTimeMs)
+        w.int64(10, gracePeriodExpiresTimeMs); w.bool(11, autoRenew); w.int32(12, environment.rawValue)
     }
 }

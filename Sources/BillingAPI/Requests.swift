@@ -168,6 +168,7 @@ public struct RestorePurchasesRequest: ProtoMessage, Equatable {
     public var accountID = ""
     public var appReceipt = ""
     public var signedTransactions: [String] = []
+    public var transactionIDs: [String] = []
 
     public init() {}
 
@@ -177,6 +178,7 @@ public struct RestorePurchasesRequest: ProtoMessage, Equatable {
             case 1: try expect(wt, .lengthDelimited, field: 1); accountID = try r.readString(field: 1)
             case 2: try expect(wt, .lengthDelimited, field: 2); appReceipt = try r.readString(field: 2)
             case 3: try expect(wt, .lengthDelimited, field: 3); signedTransactions.append(try r.readString(field: 3))
+            case 4: try expect(wt, .lengthDelimited, field: 4); transactionIDs.append(try r.readString(field: 4))
             default: try r.skip(wt)
             }
         }
@@ -185,6 +187,7 @@ public struct RestorePurchasesRequest: ProtoMessage, Equatable {
     public var encodedSize: Int {
         var n = ProtoSize.string(1, accountID) + ProtoSize.string(2, appReceipt)
         for s in signedTransactions { n += ProtoWriter.tagSize(3) + ProtoWriter.varintSize(UInt64(s.utf8.count)) + s.utf8.count }
+        for s in transactionIDs { n += ProtoWriter.tagSize(4) + ProtoWriter.varintSize(UInt64(s.utf8.count)) + s.utf8.count }
         return n
     }
 
@@ -192,6 +195,7 @@ public struct RestorePurchasesRequest: ProtoMessage, Equatable {
         w.string(1, accountID); w.string(2, appReceipt)
         // Repeated strings keep empty elements.
         for s in signedTransactions { w.writeTag(3, .lengthDelimited); w.writeVarint(UInt64(s.utf8.count)); w.writeRaw(s.utf8) }
+        for s in transactionIDs { w.writeTag(4, .lengthDelimited); w.writeVarint(UInt64(s.utf8.count)); w.writeRaw(s.utf8) }
     }
 }
 

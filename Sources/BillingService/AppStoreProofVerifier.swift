@@ -22,19 +22,25 @@ public final class AppStoreProofVerifier: ProofVerifier {
             observe("jws", f.kind)
             return .failure(Self.map(f))
         case .success(let p):
-            guard let id = p.transactionID, !id.isEmpty, let product = p.productID, !product.isEmpty,
-                  let purchase = p.purchaseDate else {
+            guard let t = Self.transaction(p) else {
                 observe("jws", "malformed")
                 return .failure(.receiptMalformed(detail: "the transaction lacks transactionId, productId or purchaseDate"))
             }
             observe("jws", "ok")
-            return .success(StoreTransaction(
-                transactionID: id, originalTransactionID: p.originalTransactionID ?? id, productID: product,
-                productKind: p.type.flatMap(Self.kind), purchaseTimeMs: purchase, expiresTimeMs: p.expiresDate ?? 0,
-                revocationTimeMs: p.revocationDate ?? 0, quantity: max(1, p.quantity ?? 1),
-                environment: Self.environment(p.environment), appAccountToken: p.appAccountToken?.lowercased(),
-                bundleID: p.bundleID ?? ""))
+            return .success(t)
         }
+    }
+
+    /// A verified transaction payload as the rules see it; nil when it lacks what identifies a purchase.
+    static func transaction(_ p: TransactionPayload) -> StoreTransaction? {
+        guard let id = p.transactionID, !id.isEmpty, let product = p.productID, !product.isEmpty,
+              let purchase = p.purchaseDate else { return nil }
+        return StoreTransaction(
+            transactionID: id, originalTransactionID: p.originalTransactionID ?? id, productID: product,
+            productKind: p.type.flatMap(Self.kind), purchaseTimeMs: purchase, expiresTimeMs: p.expiresDate ?? 0,
+            revocationTimeMs: p.revocationDate ?? 0, quantity: max(1, p.quantity ?? 1),
+            environment: Self.environment(p.environment), appAccountToken: p.appAccountToken?.lowercased(),
+            bundleID: p.bundleID ?? "", signedTimeMs: p.signedDate ?? 0, revocationReason: p.revocationReason)
     }
 
     public func verifyAppReceipt(_ base64: String) -> Result<[StoreTransaction], BillingError> {
@@ -54,7 +60,8 @@ public final class AppStoreProofVerifier: ProofVerifier {
                 return StoreTransaction(
                     transactionID: id, originalTransactionID: p.originalTransactionID ?? id, productID: product, productKind: nil,
                     purchaseTimeMs: p.purchaseDate ?? 0, expiresTimeMs: p.expiresDate ?? 0, revocationTimeMs: p.cancellationDate ?? 0,
-                    quantity: max(1, p.quantity ?? 1), environment: environment, appAccountToken: nil, bundleID: r.bundleID ?? "")
+                    quantity: max(1, p.quantity ?? 1), environment: environment, appAccountToken: nil, bundleID: r.bundleID ?? "",
+                    signedTimeMs: r.creationDate ?? 0)
             })
         }
     }

@@ -13,6 +13,7 @@ let verificationQueue = DispatchQueue(label: "billing.verification", attributes:
 public final class BillingService: Sendable {
     public let orders: OrderService
     public let purchases: PurchaseEngine?
+    public let feed: EventFeed
     private let health: HealthState
     /// Called when a handler meets an unexpected error, with the request id the caller sees.
     private let onInternalError: @Sendable (String, String) -> Void
@@ -21,6 +22,7 @@ public final class BillingService: Sendable {
                 onInternalError: @escaping @Sendable (_ requestID: String, _ detail: String) -> Void = { _, _ in }) {
         self.orders = orders
         self.purchases = purchases
+        self.feed = EventFeed(store: orders.store)
         self.health = health
         self.onInternalError = onInternalError
     }
@@ -29,6 +31,9 @@ public final class BillingService: Sendable {
     public static let submitReceipt = "billing.v1.Billing/SubmitReceipt"
     public static let restorePurchases = "billing.v1.Billing/RestorePurchases"
     public static let getOrder = "billing.v1.Billing/GetOrder"
+    public static let getEntitlements = "billing.v1.Billing/GetEntitlements"
+    public static let listEvents = "billing.v1.Billing/ListEvents"
+    public static let watchEvents = "billing.v1.Billing/WatchEvents"
     public static let healthCheck = "grpc.health.v1.Health/Check"
     public static let healthWatch = "grpc.health.v1.Health/Watch"
 
@@ -47,6 +52,15 @@ public final class BillingService: Sendable {
             router.register(Self.restorePurchases, RestorePurchasesRequest.self) { [self] context, request, responder in
                 restorePurchases(purchases, context, request, responder)
             }
+        }
+        router.register(Self.getEntitlements, GetEntitlementsRequest.self) { [self] context, request, responder in
+            getEntitlements(context, request, responder)
+        }
+        router.register(Self.listEvents, ListEventsRequest.self) { [self] context, request, responder in
+            listEvents(context, request, responder)
+        }
+        router.registerServerStreaming(Self.watchEvents, WatchEventsRequest.self) { [self] context, request, writer in
+            watchEvents(context, request, writer)
         }
         router.register(Self.healthCheck, HealthCheckRequest.self) { [self] _, request, responder in
             healthCheck(request, responder)
@@ -118,6 +132,9 @@ public final class BillingService: Sendable {
         if !request.accountID.isEmpty && request.accountID.utf8.count <= OrderService.Limits.accountID {
             context.note("account_id", request.accountID)
         }
+        if !request.transactionIDs.isEmpty {
+            return answer(.appStoreAPINotConfigured(feature: "RestorePurchases with transaction_ids"), context, responder)
+        }
         verificationQueue.async { [self] in
             engine.restorePurchases(accountID: request.accountID, appReceipt: request.appReceipt,
                                     signedTransactions: request.signedTransactions) { [self] result in
@@ -129,6 +146,69 @@ public final class BillingService: Sendable {
                 case .failure(let error): answer(error, context, responder)
                 }
             }
+        }
+    }
+
+    /// An optional account filter: empty means every account; otherwise checked like any account id.
+    static func accountFilter(_ raw: String) -> Result<String?, BillingError> {
+        if raw.isEmpty { return .success(nil) }
+        do throws(BillingError) {
+            try OrderService.checkText(raw, field: "account_id", max: OrderService.Limits.accountID, required: false)
+        } catch {
+            return .failure(error)
+        }
+        return .success(raw)
+    }
+
+    func getEntitlements(_ context: CallContext, _ request: GetEntitlementsRequest, _ responder: Responder) {
+        if !request.accountID.isEmpty && request.accountID.utf8.count <= OrderService.Limits.accountID {
+            context.note("account_id", request.accountID)
+        }
+        do throws(BillingError) {
+            try OrderService.checkText(request.accountID, field: "account_id", max: OrderService.Limits.accountID, required: true)
+        } catch {
+            return answer(error, context, responder)
+        }
+        let includeInactive = request.includeInactive
+        orders.store.entitlements(accountID: request.accountID, nowMs: SystemClock().nowMilliseconds()) { [self] result in
+            switch result {
+            case .success(let list):
+                var response = GetEntitlementsResponse()
+                response.entitlements = list.filter { includeInactive || $0.active }.map(BillingAPI.Entitlement.init)
+                responder.succeed(response)
+            case .failure(let error): answer(error, context, responder)
+            }
+        }
+    }
+
+    func listEvents(_ context: CallContext, _ request: ListEventsRequest, _ responder: Responder) {
+        let account: String?
+        switch Self.accountFilter(request.accountID) {
+        case .success(let a): account = a
+        case .failure(let e): return answer(e, context, responder)
+        }
+        if let account { context.note("account_id", account) }
+        guard request.limit >= 0 else {
+            return answer(.invalidField(field: "limit", problem: "must not be negative (0 means 100)"), context, responder)
+        }
+        let limit = request.limit == 0 ? 100 : min(Int(request.limit), 1000)
+        let after = request.afterCursor
+        orders.store.events(after: after, limit: limit, accountID: account) { [self] result in
+            switch result {
+            case .success(let events):
+                var response = ListEventsResponse()
+                response.events = events.map(BillingAPI.Event.init)
+                response.nextCursor = events.last?.cursor ?? after
+                responder.succeed(response)
+            case .failure(let error): answer(error, context, responder)
+            }
+        }
+    }
+
+    func watchEvents(_ context: CallContext, _ request: WatchEventsRequest, _ writer: StreamWriter) {
+        switch Self.accountFilter(request.accountID) {
+        case .success(let account): feed.watch(after: request.afterCursor, accountID: account, writer: writer)
+        case .failure(let e): writer.finish(e.rpcError)
         }
     }
 

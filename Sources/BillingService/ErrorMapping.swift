@@ -39,6 +39,8 @@ extension BillingError {
             RPCError(code: .alreadyExists, message: description, reason: "TRANSACTION_ALREADY_CLAIMED", metadata: ["transaction_id": id])
         case .transactionRevoked(let id):
             RPCError(code: .failedPrecondition, message: description, reason: "TRANSACTION_REVOKED", metadata: ["transaction_id": id])
+        case .appStoreAPINotConfigured:
+            RPCError(code: .failedPrecondition, message: description, reason: "APPSTORE_API_NOT_CONFIGURED")
         case .orderNotPending(let id, _):
             RPCError(code: .failedPrecondition, message: description, reason: "ORDER_NOT_PENDING", metadata: ["order_id": id])
         }

@@ -67,5 +67,24 @@ extension BillingAPI.Entitlement {
         expiresTimeMs = e.expiresTimeMs
         active = e.active
         orderID = e.orderID ?? ""
+        revocationTimeMs = e.revocationTimeMs
+        gracePeriodExpiresTimeMs = e.gracePeriodExpiresTimeMs
+        autoRenew = e.autoRenew
+        environment = e.environment.map { Environment($0) } ?? .unspecified
+    }
+}
+
+extension BillingAPI.Event {
+    init(_ e: EventRecord) {
+        self.init()
+        cursor = e.cursor
+        type = EventType(rawValue: Int32(e.kind.rawValue))
+        timeMs = e.timeMs
+        accountID = e.accountID
+        order = e.order.map { BillingAPI.Order($0) }
+        entitlement = e.entitlement.map { BillingAPI.Entitlement($0) }
+        cause = e.cause
+        notificationUUID = e.notificationUUID ?? ""
+        transactionID = e.transactionID ?? ""
     }
 }

@@ -52,22 +52,23 @@ final class MeasuredOrderStore: OrderStore {
         inner.order(id: id, completion: timed("get_order", completion))
     }
 
-    func complete(orderID: String, candidates: [StoreTransaction], check: @escaping @Sendable (Order, StoreTransaction) -> BillingError?,
-                  nowMs: Int64, abandoned: @escaping @Sendable () -> Bool,
-                  completion: @escaping @Sendable (Result<CompletedPurchase, BillingError>) -> Void) {
-        inner.complete(orderID: orderID, candidates: candidates, check: check, nowMs: nowMs, abandoned: abandoned,
-                       completion: timed("complete_order", completion))
+    func write<T: Sendable>(abandoned: @escaping @Sendable () -> Bool,
+                            _ body: @escaping @Sendable (any PurchaseLedger) throws(BillingError) -> Result<T, BillingError>,
+                            completion: @escaping @Sendable (Result<T, BillingError>) -> Void) {
+        inner.write(abandoned: abandoned, body, completion: timed("write", completion))
     }
 
-    func restore(accountID: String, transactions: [StoreTransaction], policy: RestorePolicy,
-                 completion: @escaping @Sendable (Result<[OwnedTransaction], BillingError>) -> Void) {
-        inner.restore(accountID: accountID, transactions: transactions, policy: policy, completion: timed("restore", completion))
+    func read<T: Sendable>(_ body: @escaping @Sendable (any PurchaseLedger) throws(BillingError) -> T,
+                           completion: @escaping @Sendable (Result<T, BillingError>) -> Void) {
+        inner.read(body, completion: timed("read", completion))
     }
 
-    func expire(createdBeforeMs cutoffMs: Int64, nowMs: Int64, limit: Int,
-                completion: @escaping @Sendable (Result<Int, BillingError>) -> Void) {
-        inner.expire(createdBeforeMs: cutoffMs, nowMs: nowMs, limit: limit, completion: timed("expire_orders", completion))
+    func events(after cursor: UInt64, limit: Int, accountID: String?,
+                completion: @escaping @Sendable (Result<[EventRecord], BillingError>) -> Void) {
+        inner.events(after: cursor, limit: limit, accountID: accountID, completion: timed("list_events", completion))
     }
+
+    func setEventListener(_ listener: @escaping @Sendable () -> Void) { inner.setEventListener(listener) }
 
     func isReachable() -> Bool { inner.isReachable() }
     func close() { inner.close() }

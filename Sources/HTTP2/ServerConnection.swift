@@ -475,6 +475,7 @@ final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
                 UnsafeMutableRawPointer(buffer).copyMemory(from: raw.baseAddress! + stream.bodyOffset, byteCount: n)
             }
             stream.bodyOffset += n
+            stream.writer?.consumed(n)
         }
         if stream.bodyOffset == stream.body.count {
             if stream.streamsResponse {
@@ -596,6 +597,7 @@ final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
             let writer = StreamWriter(cancellation: cancellation) { [self] event in
                 self.loop.execute { self.streamEvent(streamID: id, event) }
             }
+            stream.writer = writer
             streaming(context, message, writer)
             return
         }

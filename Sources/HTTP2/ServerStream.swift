@@ -17,6 +17,8 @@ final class ServerStream {
     /// Bidirectional streaming: the handler, the receiver it returned, and the message splitter.
     var bidiHandler: BidiStreamingHandler?
     var receiver: StreamReceiver?
+    /// The writer of a streaming answer, told how many queued bytes nghttp2 takes.
+    var writer: StreamWriter?
     var streamDeframer: MessageStreamDeframer?
     /// Answers go out as a stream (server-streaming or bidirectional).
     var streamsResponse: Bool { streamingHandler != nil || bidiHandler != nil }

@@ -115,6 +115,7 @@ public final class StreamWriter: Sendable {
     }
     public typealias Deliver = @Sendable (Event) -> Void
     private let finished = Atomic<Bool>(false)
+    private let buffered = Atomic<Int>(0)
     private let deliver: Deliver
     /// Set when the client goes away; writers stop sending then.
     public let cancellation: Cancellation
@@ -133,8 +134,16 @@ public final class StreamWriter: Sendable {
         writer.writeRaw([0, UInt8(truncatingIfNeeded: size >> 24), UInt8(truncatingIfNeeded: size >> 16),
                          UInt8(truncatingIfNeeded: size >> 8), UInt8(truncatingIfNeeded: size)])
         message.encode(to: &writer)
+        buffered.add(MessageFraming.prefixSize + size, ordering: .relaxed)
         deliver(.message(writer.finish()))
     }
+
+    /// Bytes sent through this writer that the transport has not yet handed to the connection: what a
+    /// peer that reads slowly leaves queued. Producers use it to stop before memory grows without bound.
+    public var bufferedBytes: Int { buffered.load(ordering: .relaxed) }
+
+    /// The transport took `count` bytes of the queued messages.
+    public func consumed(_ count: Int) { buffered.subtract(count, ordering: .relaxed) }
 
     public func finish(_ error: RPCError? = nil) {
         guard !finished.exchange(true, ordering: .acquiringAndReleasing) else { return }

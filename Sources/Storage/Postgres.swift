@@ -19,6 +19,9 @@ final class PGConnection {
         prepared.removeAll()
     }
 
+    /// The libpq handle, for the LISTEN loop.
+    var connection: OpaquePointer? { conn }
+
     var isOpen: Bool { conn.map { PQstatus($0) == CONNECTION_OK } ?? false }
 
     /// Connects if not connected; a short connect timeout keeps calls from hanging while the server is down.
@@ -110,6 +113,26 @@ final class PGConnection {
             throw e
         }
         return (r, Int(String(cString: PQcmdTuples(r))) ?? 0)
+    }
+}
+
+extension PGConnection {
+    /// Waits up to `timeoutMs` for NOTIFY messages on channels this connection LISTENs to; answers whether
+    /// any arrived (all pending ones are consumed). Throws when the connection is lost.
+    func waitForNotifications(timeoutMs: Int32) throws(StorageError) -> Bool {
+        guard let conn = connection else { throw StorageError(code: 0, message: "not connected", connectionLost: true) }
+        var pfd = pollfd(fd: PQsocket(conn), events: Int16(POLLIN), revents: 0)
+        _ = poll(&pfd, 1, timeoutMs)
+        guard PQconsumeInput(conn) == 1 else {
+            close()
+            throw StorageError(code: 0, message: "listen connection lost", connectionLost: true)
+        }
+        var any = false
+        while let n = PQnotifies(conn) {
+            any = true
+            PQfreemem(n)
+        }
+        return any
     }
 }
 

@@ -19,6 +19,9 @@ public final class PostgresOrderStore: OrderStore {
     private let pool: Worker<Job>
     private let health: Health
     public let groups = GroupStats()
+    private let sequencer: EventSequencer
+    private let feedListener: FeedListener
+    private let listener = FeedNotifier()
 
     /// Whether the database answered lately; a prober keeps it current while idle.
     final class Health: Sendable {
@@ -40,6 +43,9 @@ public final class PostgresOrderStore: OrderStore {
             stats.record(batch.count)
             PostgresOrderStore.runBatch(batch, on: connections[index].value, health: health)
         }, onStop: { index in connections[index].value.close() })
+        sequencer = EventSequencer(url: url)
+        let listener = self.listener
+        feedListener = FeedListener(url: url) { listener.notify() }
         let prober = Thread {
             let probe = PGConnection(url: url)
             while !health.stopped.load(ordering: .relaxed) {
@@ -134,23 +140,6 @@ public final class PostgresOrderStore: OrderStore {
         if !pool.submit(job) { job.fail(.storageUnavailable(detail: "store closed")) }
     }
 
-    /// Runs rules over a ledger; database errors keep their SQLSTATE so the runner can retry.
-    private func write<T: Sendable>(_ completion: @escaping @Sendable (Result<T, BillingError>) -> Void,
-                                    _ body: @escaping @Sendable (SQLLedger<PGConnection>) throws(BillingError) -> T) {
-        submit(Job(body: { db throws(SQLiteOrderStore.JobFailure) in
-            let box = ErrorBox()
-            do throws(BillingError) {
-                let value = try body(SQLLedger(db: db, lockOrders: true, lastError: box))
-                return { completion(.success(value)) }
-            } catch {
-                if case .storageUnavailable(let detail) = error {
-                    throw .storage(box.error ?? StorageError(code: 0, message: detail))
-                }
-                throw .refused(error)
-            }
-        }, fail: { completion(.failure($0)) }))
-    }
-
     // MARK: OrderStore
 
     public func create(_ order: NewOrder, abandoned: @escaping @Sendable () -> Bool,
@@ -164,13 +153,16 @@ public final class PostgresOrderStore: OrderStore {
                 }
                 if abandoned() { return { completion(.failure(.abandoned)) } }
                 try db.update(OrderRow.insert, OrderRow.values(order.pendingOrder))
-                try db.update(OrderRow.insertEvent, [.text(order.id), .null, .int(Int64(OrderState.pending.rawValue)),
-                                                     .int(order.createTimeMs), .text("create_order")])
+                try db.update(SQLLedger<PGConnection>.insertEvent, OrderRow.createdEvent(order))
             } catch {
                 throw .storage(error)
             }
             let stored = order.pendingOrder
-            return { completion(.success(.created(stored))) }
+            let sequencer = self.sequencer
+            return {
+                sequencer.signal()
+                completion(.success(.created(stored)))
+            }
         }, fail: { completion(.failure($0)) }))
     }
 
@@ -185,27 +177,58 @@ public final class PostgresOrderStore: OrderStore {
         }, fail: { completion(.failure($0)) }))
     }
 
-    public func complete(orderID: String, candidates: [StoreTransaction], check: @escaping @Sendable (Order, StoreTransaction) -> BillingError?,
-                         nowMs: Int64, abandoned: @escaping @Sendable () -> Bool,
-                         completion: @escaping @Sendable (Result<CompletedPurchase, BillingError>) -> Void) {
-        write(completion) { ledger throws(BillingError) in
-            if abandoned() { throw .abandoned }
-            return try PurchaseRules.complete(ledger, orderID: orderID, candidates: candidates, check: check, nowMs: nowMs)
-        }
+    public func write<T: Sendable>(abandoned: @escaping @Sendable () -> Bool,
+                                   _ body: @escaping @Sendable (any PurchaseLedger) throws(BillingError) -> Result<T, BillingError>,
+                                   completion: @escaping @Sendable (Result<T, BillingError>) -> Void) {
+        let sequencer = self.sequencer
+        submit(Job(body: { db throws(SQLiteOrderStore.JobFailure) in
+            let box = ErrorBox(), log = LedgerLog()
+            let result: Result<T, BillingError>
+            do throws(BillingError) {
+                if abandoned() { throw .abandoned }
+                result = try body(SQLLedger(db: db, lockOrders: true, lastError: box, log: log))
+            } catch {
+                if case .storageUnavailable(let detail) = error {
+                    throw .storage(box.error ?? StorageError(code: 0, message: detail))
+                }
+                throw .refused(error)
+            }
+            let appended = log.events
+            return {
+                if appended > 0 { sequencer.signal() }
+                completion(result)
+            }
+        }, fail: { completion(.failure($0)) }))
     }
 
-    public func restore(accountID: String, transactions: [StoreTransaction], policy: RestorePolicy,
-                        completion: @escaping @Sendable (Result<[OwnedTransaction], BillingError>) -> Void) {
-        write(completion) { ledger throws(BillingError) in
-            try PurchaseRules.restore(ledger, accountID: accountID, transactions: transactions, policy: policy)
-        }
+    public func read<T: Sendable>(_ body: @escaping @Sendable (any PurchaseLedger) throws(BillingError) -> T,
+                                  completion: @escaping @Sendable (Result<T, BillingError>) -> Void) {
+        submit(Job(body: { db throws(SQLiteOrderStore.JobFailure) in
+            let box = ErrorBox()
+            let result: Result<T, BillingError>
+            do throws(BillingError) {
+                result = .success(try body(SQLLedger(db: db, lastError: box)))
+            } catch {
+                if case .storageUnavailable(let detail) = error {
+                    throw .storage(box.error ?? StorageError(code: 0, message: detail))
+                }
+                result = .failure(error)
+            }
+            return { completion(result) }
+        }, fail: { completion(.failure($0)) }))
     }
 
-    public func expire(createdBeforeMs cutoffMs: Int64, nowMs: Int64, limit: Int,
-                       completion: @escaping @Sendable (Result<Int, BillingError>) -> Void) {
-        write(completion) { ledger throws(BillingError) in
-            try ledger.expire(createdBeforeMs: cutoffMs, nowMs: nowMs, limit: limit)
-        }
+    /// Numbers what has committed first, so a reader sees its own writes in the feed at once.
+    public func events(after cursor: UInt64, limit: Int, accountID: String?,
+                       completion: @escaping @Sendable (Result<[EventRecord], BillingError>) -> Void) {
+        sequencer.flush()
+        read({ ledger throws(BillingError) in
+            try ledger.events(after: cursor, limit: limit, accountID: accountID)
+        }, completion: completion)
+    }
+
+    public func setEventListener(_ listener: @escaping @Sendable () -> Void) {
+        self.listener.set(listener)
     }
 
     public func isReachable() -> Bool { health.reachable.load(ordering: .relaxed) }
@@ -213,6 +236,9 @@ public final class PostgresOrderStore: OrderStore {
     public func close() {
         health.stopped.store(true, ordering: .relaxed)
         pool.stop()
+        sequencer.signal()
+        sequencer.stop()
+        feedListener.stop()
     }
 }
 

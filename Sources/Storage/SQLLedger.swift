@@ -29,9 +29,18 @@ struct SQLLedger<DB: SQLExecutor>: PurchaseLedger {
     var lockOrders = false
     /// Keeps the last database error whole (SQLSTATE, lost connection) for the batch runner.
     var lastError: ErrorBox? = nil
+    /// What the job changed, for the store to act on after COMMIT (order cache, feed followers).
+    var log: LedgerLog? = nil
 
-    static var insertEvent: String { OrderRow.insertEvent }
-    static var columns: String { "transaction_id, original_transaction_id, account_id, order_id, product_id, product_kind, purchase_time_ms, expires_time_ms, revocation_time_ms, quantity, environment, app_account_token, bundle_id" }
+    static var columns: String {
+        "transaction_id, original_transaction_id, account_id, order_id, product_id, product_kind, purchase_time_ms, expires_time_ms, "
+            + "revocation_time_ms, quantity, environment, app_account_token, bundle_id, signed_time_ms, revocation_reason"
+    }
+    static var entitlementColumns: String { "account_id, entitlement_key, product_id, product_kind, original_transaction_id, latest_transaction_id, "
+        + "purchase_time_ms, expires_time_ms, revocation_time_ms, grace_period_expires_ms, auto_renew, environment, order_id, ended" }
+    static var eventColumns: String { "feed_cursor, event_type, time_ms, account_id, cause, notification_uuid, transaction_id, order_snapshot, entitlement_snapshot" }
+    static var insertEvent: String { "INSERT INTO events (event_type, time_ms, account_id, cause, notification_uuid, transaction_id, order_snapshot, "
+        + "entitlement_snapshot) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)" }
 
     @discardableResult
     private func run<T>(_ body: () throws(StorageError) -> T) throws(BillingError) -> T {
@@ -43,16 +52,18 @@ struct SQLLedger<DB: SQLExecutor>: PurchaseLedger {
         }
     }
 
+    private var forUpdate: String { lockOrders ? " FOR UPDATE" : "" }
+
     func order(id: String) throws(BillingError) -> Order? {
         try run { () throws(StorageError) in
-            try db.query(OrderRow.selectByID + (lockOrders ? " FOR UPDATE" : ""), [.text(id)], { OrderRow.decode($0) }).first
+            try db.query(OrderRow.selectByID + forUpdate, [.text(id)], { OrderRow.decode($0) }).first
         }
     }
 
     func owned(transactionID: String) throws(BillingError) -> OwnedTransaction? {
         try run { () throws(StorageError) in
             // PostgreSQL: lock the row, so a completion and a restore of one transaction serialize.
-            try db.query("SELECT \(Self.columns) FROM transactions WHERE transaction_id = $1" + (lockOrders ? " FOR UPDATE" : ""),
+            try db.query("SELECT \(Self.columns) FROM transactions WHERE transaction_id = $1" + forUpdate,
                          [.text(transactionID)], { Self.decode($0) }).first
         }
     }
@@ -60,11 +71,12 @@ struct SQLLedger<DB: SQLExecutor>: PurchaseLedger {
     func insert(_ o: OwnedTransaction) throws(BillingError) {
         let t = o.transaction
         try run { () throws(StorageError) in
-            try db.update("INSERT INTO transactions (\(Self.columns)) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13)", [
+            try db.update("INSERT INTO transactions (\(Self.columns)) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)", [
                 .text(t.transactionID), .text(t.originalTransactionID), .text(o.accountID), o.orderID.map { .text($0) } ?? .null,
                 .text(t.productID), t.productKind.map { .text($0.rawValue) } ?? .null, .int(t.purchaseTimeMs), .int(t.expiresTimeMs),
                 .int(t.revocationTimeMs), .int(Int64(t.quantity)), .int(Int64(t.environment.rawValue)),
-                t.appAccountToken.map { .text($0) } ?? .null, .text(t.bundleID),
+                t.appAccountToken.map { .text($0) } ?? .null, .text(t.bundleID), .int(t.signedTimeMs),
+                t.revocationReason.map { .int(Int64($0)) } ?? .null,
             ])
         }
     }
@@ -82,35 +94,44 @@ struct SQLLedger<DB: SQLExecutor>: PurchaseLedger {
         }
     }
 
-    func complete(orderID: String, transactionID: String, environment: StoreEnvironment, nowMs: Int64) throws(BillingError) {
-        let completed = try run { () throws(StorageError) -> Bool in
-            let changed = try db.update(
-                "UPDATE orders SET state = $1, transaction_id = $2, environment = $3, update_time_ms = $4 WHERE order_id = $5 AND state = $6", [
-                .int(Int64(OrderState.completed.rawValue)), .text(transactionID), .int(Int64(environment.rawValue)), .int(nowMs),
-                .text(orderID), .int(Int64(OrderState.pending.rawValue)),
-            ])
-            guard changed == 1 else { return false }
-            try db.update(Self.insertEvent, [.text(orderID), .int(Int64(OrderState.pending.rawValue)),
-                                          .int(Int64(OrderState.completed.rawValue)), .int(nowMs), .text("submit_receipt:" + transactionID)])
-            return true
+    func update(_ t: StoreTransaction) throws(BillingError) {
+        try run { () throws(StorageError) in
+            try db.update(
+                "UPDATE transactions SET expires_time_ms = $1, revocation_time_ms = $2, revocation_reason = $3, signed_time_ms = $4 WHERE transaction_id = $5",
+                [.int(t.expiresTimeMs), .int(t.revocationTimeMs), t.revocationReason.map { .int(Int64($0)) } ?? .null,
+                 .int(t.signedTimeMs), .text(t.transactionID)])
         }
-        // Another replica completed the order after our read.
-        guard completed else { throw .orderNotPending(orderID: orderID, state: .completed) }
     }
 
-    /// PENDING -> EXPIRED for orders created before the cutoff, with their state events.
-    func expire(createdBeforeMs cutoffMs: Int64, nowMs: Int64, limit: Int) throws(BillingError) -> Int {
-        try run { () throws(StorageError) -> Int in
-            let ids = try db.query(
+    func complete(_ order: Order) throws(BillingError) {
+        let changed = try run { () throws(StorageError) -> Int in
+            try db.update(
+                "UPDATE orders SET state = $1, transaction_id = $2, environment = $3, update_time_ms = $4 WHERE order_id = $5 AND state = $6", [
+                .int(Int64(OrderState.completed.rawValue)), order.transactionID.map { .text($0) } ?? .null,
+                order.environment.map { .int(Int64($0.rawValue)) } ?? .null, .int(order.updateTimeMs),
+                .text(order.id), .int(Int64(OrderState.pending.rawValue)),
+            ])
+        }
+        // Another writer moved the order after our read: answer its real state.
+        guard changed == 1 else { throw .orderNotPending(orderID: order.id, state: try self.order(id: order.id)?.state ?? .expired) }
+        log?.orders.append(order)
+    }
+
+    func move(orderID: String, from: OrderState, to: OrderState, nowMs: Int64) throws(BillingError) -> Order? {
+        let changed = try run { () throws(StorageError) -> Int in
+            try db.update("UPDATE orders SET state = $1, update_time_ms = $2 WHERE order_id = $3 AND state = $4",
+                          [.int(Int64(to.rawValue)), .int(nowMs), .text(orderID), .int(Int64(from.rawValue))])
+        }
+        guard changed == 1, let moved = try order(id: orderID) else { return nil }
+        log?.orders.append(moved)
+        return moved
+    }
+
+    func pendingOrders(createdBeforeMs cutoffMs: Int64, limit: Int) throws(BillingError) -> [String] {
+        try run { () throws(StorageError) in
+            try db.query(
                 "SELECT order_id FROM orders WHERE state = $1 AND create_time_ms < $2 ORDER BY create_time_ms LIMIT $3" + (lockOrders ? " FOR UPDATE SKIP LOCKED" : ""),
                 [.int(Int64(OrderState.pending.rawValue)), .int(cutoffMs), .int(Int64(limit))], { $0.text(0) })
-            for id in ids {
-                try db.update("UPDATE orders SET state = $1, update_time_ms = $2 WHERE order_id = $3 AND state = $4",
-                              [.int(Int64(OrderState.expired.rawValue)), .int(nowMs), .text(id), .int(Int64(OrderState.pending.rawValue))])
-                try db.update(Self.insertEvent, [.text(id), .int(Int64(OrderState.pending.rawValue)), .int(Int64(OrderState.expired.rawValue)),
-                                                 .int(nowMs), .text("expired")])
-            }
-            return ids.count
         }
     }
 
@@ -120,17 +141,146 @@ struct SQLLedger<DB: SQLExecutor>: PurchaseLedger {
         }
     }
 
+    func transactions(originalTransactionID: String) throws(BillingError) -> [OwnedTransaction] {
+        try run { () throws(StorageError) in
+            try db.query("SELECT \(Self.columns) FROM transactions WHERE original_transaction_id = $1 ORDER BY transaction_id",
+                         [.text(originalTransactionID)], { Self.decode($0) })
+        }
+    }
+
+    func entitlement(accountID: String, key: String) throws(BillingError) -> EntitlementRecord? {
+        try run { () throws(StorageError) in
+            try db.query("SELECT \(Self.entitlementColumns) FROM entitlements WHERE account_id = $1 AND entitlement_key = $2" + forUpdate,
+                         [.text(accountID), .text(key)], { Self.decodeEntitlement($0) }).first ?? nil
+        }
+    }
+
+    func entitlements(accountID: String) throws(BillingError) -> [EntitlementRecord] {
+        try run { () throws(StorageError) in
+            try db.query("SELECT \(Self.entitlementColumns) FROM entitlements WHERE account_id = $1 ORDER BY entitlement_key",
+                         [.text(accountID)], { Self.decodeEntitlement($0) }).compactMap { $0 }
+        }
+    }
+
+    func put(_ e: EntitlementRecord) throws(BillingError) {
+        try run { () throws(StorageError) in
+            try db.update("DELETE FROM entitlements WHERE account_id = $1 AND entitlement_key = $2", [.text(e.accountID), .text(e.key)])
+            try db.update("INSERT INTO entitlements (\(Self.entitlementColumns)) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)", [
+                .text(e.accountID), .text(e.key), .text(e.productID), .text(e.productKind.rawValue), .text(e.originalTransactionID),
+                .text(e.latestTransactionID), .int(e.purchaseTimeMs), .int(e.expiresTimeMs), .int(e.revocationTimeMs),
+                .int(e.gracePeriodExpiresTimeMs), .int(e.autoRenew ? 1 : 0), .int(Int64(e.environment.rawValue)),
+                e.orderID.map { .text($0) } ?? .null, .int(e.ended ? 1 : 0),
+            ])
+        }
+    }
+
+    func deleteEntitlement(accountID: String, key: String) throws(BillingError) {
+        try run { () throws(StorageError) in
+            try db.update("DELETE FROM entitlements WHERE account_id = $1 AND entitlement_key = $2", [.text(accountID), .text(key)])
+        }
+    }
+
+    func renewal(originalTransactionID: String) throws(BillingError) -> RenewalState? {
+        try run { () throws(StorageError) in
+            try db.query("SELECT original_transaction_id, auto_renew, grace_period_expires_ms, signed_time_ms, ended_signed_time_ms FROM renewals WHERE original_transaction_id = $1" + forUpdate,
+                         [.text(originalTransactionID)], { r in
+                RenewalState(originalTransactionID: r.text(0), autoRenew: r.int(1) != 0, gracePeriodExpiresTimeMs: r.int64(2),
+                             signedTimeMs: r.int64(3), endedSignedTimeMs: r.int64(4))
+            }).first
+        }
+    }
+
+    func put(_ r: RenewalState) throws(BillingError) {
+        try run { () throws(StorageError) in
+            try db.update("DELETE FROM renewals WHERE original_transaction_id = $1", [.text(r.originalTransactionID)])
+            try db.update("INSERT INTO renewals (original_transaction_id, auto_renew, grace_period_expires_ms, signed_time_ms, ended_signed_time_ms) VALUES ($1, $2, $3, $4, $5)",
+                          [.text(r.originalTransactionID), .int(r.autoRenew ? 1 : 0), .int(r.gracePeriodExpiresTimeMs), .int(r.signedTimeMs),
+                           .int(r.endedSignedTimeMs)])
+        }
+    }
+
+    func notification(uuid: String) throws(BillingError) -> NotificationResult? {
+        try run { () throws(StorageError) in
+            try db.query("SELECT result FROM notifications WHERE notification_uuid = $1", [.text(uuid)], {
+                NotificationResult(rawValue: $0.text(0)) ?? .applied
+            }).first
+        }
+    }
+
+    func record(_ n: NotificationRecord) throws(BillingError) {
+        try run { () throws(StorageError) in
+            try db.update("INSERT INTO notifications (notification_uuid, notification_type, subtype, signed_time_ms, result, applied_time_ms, transaction_id, signed_payload) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+                          [.text(n.uuid), .text(n.type), n.subtype.map { .text($0) } ?? .null, .int(n.signedTimeMs), .text(n.result.rawValue),
+                           .int(n.appliedTimeMs), n.transactionID.map { .text($0) } ?? .null, .text(n.signedPayload)])
+        }
+    }
+
+    func append(_ e: EventRecord) throws(BillingError) {
+        try run { () throws(StorageError) in
+            try db.update(Self.insertEvent, Self.values(e))
+        }
+        log?.events += 1
+    }
+
+    static func values(_ e: EventRecord) -> [SQLValue] {
+        [.int(Int64(e.kind.rawValue)), .int(e.timeMs), .text(e.accountID), .text(e.cause), e.notificationUUID.map { .text($0) } ?? .null,
+         e.transactionID.map { .text($0) } ?? .null, e.order.map { .text(EventSnapshot.encode($0)) } ?? .null,
+         e.entitlement.map { .text(EventSnapshot.encode($0)) } ?? .null]
+    }
+
+    func events(after cursor: UInt64, limit: Int, accountID: String?) throws(BillingError) -> [EventRecord] {
+        try run { () throws(StorageError) in
+            if let accountID {
+                return try db.query("SELECT \(Self.eventColumns) FROM events WHERE account_id = $1 AND feed_cursor > $2 ORDER BY feed_cursor LIMIT $3",
+                                    [.text(accountID), .int(Int64(clamping: cursor)), .int(Int64(limit))], { Self.decodeEvent($0) })
+            }
+            return try db.query("SELECT \(Self.eventColumns) FROM events WHERE feed_cursor > $1 ORDER BY feed_cursor LIMIT $2",
+                                [.int(Int64(clamping: cursor)), .int(Int64(limit))], { Self.decodeEvent($0) })
+        }
+    }
+
+    func lastCursor() throws(BillingError) -> UInt64 {
+        try run { () throws(StorageError) in
+            UInt64(max(0, try db.query("SELECT COALESCE(MAX(feed_cursor), 0) FROM events", [], { $0.int64(0) }).first ?? 0))
+        }
+    }
+
     static func decode(_ r: some RowReader) -> OwnedTransaction {
         let t = StoreTransaction(
             transactionID: r.text(0), originalTransactionID: r.text(1), productID: r.text(4),
             productKind: r.optionalText(5).flatMap(ProductKind.init(rawValue:)), purchaseTimeMs: r.int64(6),
             expiresTimeMs: r.int64(7), revocationTimeMs: r.int64(8), quantity: r.int(9),
-            environment: StoreEnvironment(rawValue: r.int(10)) ?? .production, appAccountToken: r.optionalText(11), bundleID: r.text(12))
+            environment: StoreEnvironment(rawValue: r.int(10)) ?? .production, appAccountToken: r.optionalText(11), bundleID: r.text(12),
+            signedTimeMs: r.int64(13), revocationReason: r.isNull(14) ? nil : r.int(14))
         return OwnedTransaction(transaction: t, accountID: r.text(2), orderID: r.optionalText(3))
+    }
+
+    static func decodeEntitlement(_ r: some RowReader) -> EntitlementRecord? {
+        guard let kind = ProductKind(rawValue: r.text(3)) else { return nil }
+        return EntitlementRecord(
+            accountID: r.text(0), key: r.text(1), productID: r.text(2), productKind: kind, originalTransactionID: r.text(4),
+            latestTransactionID: r.text(5), purchaseTimeMs: r.int64(6), expiresTimeMs: r.int64(7), revocationTimeMs: r.int64(8),
+            gracePeriodExpiresTimeMs: r.int64(9), autoRenew: r.int(10) != 0, environment: StoreEnvironment(rawValue: r.int(11)) ?? .production,
+            orderID: r.optionalText(12), ended: r.int(13) != 0)
+    }
+
+    static func decodeEvent(_ r: some RowReader) -> EventRecord {
+        var e = EventRecord(kind: EventKind(rawValue: r.int(1)) ?? .orderCreated, timeMs: r.int64(2), accountID: r.text(3),
+                            order: r.optionalText(7).flatMap(EventSnapshot.decodeOrder),
+                            entitlement: r.optionalText(8).flatMap(EventSnapshot.decodeEntitlement),
+                            cause: EventCause(r.text(4), notificationUUID: r.optionalText(5)), transactionID: r.optionalText(6))
+        e.cursor = UInt64(max(0, r.int64(0)))
+        return e
     }
 }
 
 /// The last StorageError a ledger saw; used by one job on one thread.
 final class ErrorBox {
     var error: StorageError?
+}
+
+/// What one job's ledger changed: orders (for the SQLite order cache) and how many events it appended.
+final class LedgerLog {
+    var orders: [Order] = []
+    var events = 0
 }

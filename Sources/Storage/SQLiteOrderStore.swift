@@ -36,6 +36,8 @@ public final class SQLiteOrderStore: OrderStore {
     public let groups = GroupStats()
     /// Recent orders: GetOrder answers from here without leaving the caller's thread.
     private let cache = OrderCache()
+    /// Told after commits that appended events (the feed's followers).
+    private let listener = FeedNotifier()
 
     /// Opens (creating if needed) and migrates the database at `path`.
     public init(path: String, readers readerCount: Int = 2, maxGroup: Int = 512) throws(StorageError) {
@@ -138,15 +140,15 @@ public final class SQLiteOrderStore: OrderStore {
                 }
                 if abandoned() { return { completion(.failure(.abandoned)) } }
                 try db.update(OrderRow.insert, OrderRow.values(order.pendingOrder))
-                try db.update(OrderRow.insertEvent, [.text(order.id), .null, .int(Int64(OrderState.pending.rawValue)),
-                                                      .int(order.createTimeMs), .text("create_order")])
+                try db.update(SQLLedger<SQLiteConnection>.insertEvent, OrderRow.createdEvent(order))
             } catch {
                 throw .storage(error)
             }
             let stored = order.pendingOrder
-            let cache = self.cache
+            let cache = self.cache, listener = self.listener
             return {
                 cache.written(stored)
+                listener.notify()
                 completion(.success(.created(stored)))
             }
         }, fail: { completion(.failure($0)) })
@@ -172,60 +174,44 @@ public final class SQLiteOrderStore: OrderStore {
         if !queued { completion(.failure(.storageUnavailable(detail: "store closed"))) }
     }
 
-    public func complete(orderID: String, candidates: [StoreTransaction], check: @escaping @Sendable (Order, StoreTransaction) -> BillingError?,
-                         nowMs: Int64, abandoned: @escaping @Sendable () -> Bool,
-                         completion: @escaping @Sendable (Result<CompletedPurchase, BillingError>) -> Void) {
-        // A retry of the proof that completed this order: the cache (updated after every commit) says so,
-        // and the answer needs no trip through the writer.
-        if let cached = cache.get(orderID), cached.state == .completed, let paid = cached.transactionID,
-           let same = candidates.first(where: { $0.transactionID == paid }) {
-            completion(.success(CompletedPurchase(order: cached, transaction: same, alreadyProcessed: true)))
-            return
-        }
-        let cache = self.cache
-        write({ (result: Result<CompletedPurchase, BillingError>) in
-            // Every order change goes through the cache before the caller hears OK.
-            if case .success(let done) = result, !done.alreadyProcessed { cache.written(done.order) }
-            completion(result)
-        }) { db throws(BillingError) in
-            if abandoned() { throw .abandoned }
-            return try PurchaseRules.complete(SQLLedger(db: db), orderID: orderID, candidates: candidates, check: check, nowMs: nowMs)
-        }
-    }
-
-    public func restore(accountID: String, transactions: [StoreTransaction], policy: RestorePolicy,
-                        completion: @escaping @Sendable (Result<[OwnedTransaction], BillingError>) -> Void) {
-        write(completion) { db throws(BillingError) in
-            try PurchaseRules.restore(SQLLedger(db: db), accountID: accountID, transactions: transactions, policy: policy)
-        }
-    }
-
-    /// Runs `body` in the next group commit; its result is delivered once the commit is durable.
-    private func write<T: Sendable>(_ completion: @escaping @Sendable (Result<T, BillingError>) -> Void,
-                                    _ body: @escaping @Sendable (SQLiteConnection) throws(BillingError) -> T) {
+    public func write<T: Sendable>(abandoned: @escaping @Sendable () -> Bool,
+                                   _ body: @escaping @Sendable (any PurchaseLedger) throws(BillingError) -> Result<T, BillingError>,
+                                   completion: @escaping @Sendable (Result<T, BillingError>) -> Void) {
+        let cache = self.cache, listener = self.listener
         let job = WriteJob(body: { db throws(JobFailure) in
+            let log = LedgerLog()
+            let result: Result<T, BillingError>
             do throws(BillingError) {
-                let value = try body(db)
-                return { completion(.success(value)) }
+                if abandoned() { throw .abandoned }
+                result = try body(SQLLedger(db: db, log: log))
             } catch {
                 if case .storageUnavailable(let detail) = error { throw .storage(StorageError(code: 0, message: detail)) }
                 throw .refused(error)
+            }
+            // Once durable: every order change goes through the cache before the caller hears of it.
+            let changed = log.orders, appended = log.events
+            return {
+                for order in changed { cache.written(order) }
+                if appended > 0 { listener.notify() }
+                completion(result)
             }
         }, fail: { completion(.failure($0)) })
         if !writer.submit(job) { completion(.failure(.storageUnavailable(detail: "store closed"))) }
     }
 
-    public func expire(createdBeforeMs cutoffMs: Int64, nowMs: Int64, limit: Int,
-                       completion: @escaping @Sendable (Result<Int, BillingError>) -> Void) {
-        let cache = self.cache
-        write({ (result: Result<Int, BillingError>) in
-            // Expired orders may sit in the cache as PENDING: start it afresh.
-            if case .success(let n) = result, n > 0 { cache.clear() }
-            completion(result)
-        }) { db throws(BillingError) in
-            try SQLLedger(db: db).expire(createdBeforeMs: cutoffMs, nowMs: nowMs, limit: limit)
+    public func read<T: Sendable>(_ body: @escaping @Sendable (any PurchaseLedger) throws(BillingError) -> T,
+                                  completion: @escaping @Sendable (Result<T, BillingError>) -> Void) {
+        let queued = read { db in
+            do throws(BillingError) {
+                completion(.success(try body(SQLLedger(db: db))))
+            } catch {
+                completion(.failure(error))
+            }
         }
+        if !queued { completion(.failure(.storageUnavailable(detail: "store closed"))) }
     }
+
+    public func setEventListener(_ listener: @escaping @Sendable () -> Void) { self.listener.set(listener) }
 
     public func isReachable() -> Bool { true }
 
@@ -241,7 +227,12 @@ enum OrderRow {
     static let selectByID = "SELECT \(columns) FROM orders WHERE order_id = $1"
     static let selectByKey = "SELECT \(columns) FROM orders WHERE account_id = $1 AND idempotency_key = $2"
     static let insert = "INSERT INTO orders (\(columns)) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
-    static let insertEvent = "INSERT INTO order_events (order_id, from_state, to_state, time_ms, cause) VALUES ($1, $2, $3, $4, $5)"
+
+    /// The ORDER_CREATED event of a new order.
+    static func createdEvent(_ order: NewOrder) -> [SQLValue] {
+        SQLLedger<SQLiteConnection>.values(EventRecord(kind: .orderCreated, timeMs: order.createTimeMs, accountID: order.accountID,
+                                                       order: order.pendingOrder, cause: .createOrder))
+    }
 
     static func values(_ o: Order) -> [SQLValue] {
         [.text(o.id), .text(o.accountID), .text(o.productID), .int(Int64(o.quantity)), .int(Int64(o.state.rawValue)),

@@ -7,6 +7,16 @@ enum SQLDialect {
     fileprivate var milliseconds: String { self == .sqlite ? "INTEGER" : "BIGINT" }
     fileprivate var endKeyedTable: String { self == .sqlite ? ") WITHOUT ROWID;" : ");" }
     fileprivate var eventKey: String { self == .sqlite ? "" : "id BIGSERIAL PRIMARY KEY,\n    " }
+    /// The feed's cursor: SQLite's single writer commits in rowid order, so the rowid is the cursor;
+    /// PostgreSQL commits concurrently, so a sequencer numbers committed rows afterwards (EventSequencer).
+    fileprivate var feedKey: String {
+        self == .sqlite
+            ? "feed_cursor INTEGER PRIMARY KEY AUTOINCREMENT,"
+            : "id BIGSERIAL PRIMARY KEY,\n    feed_cursor BIGINT UNIQUE,\n    txid BIGINT NOT NULL DEFAULT txid_current(),"
+    }
+    fileprivate var feedIndexes: String {
+        self == .sqlite ? "" : "CREATE INDEX events_unsequenced ON events (txid, id) WHERE feed_cursor IS NULL;"
+    }
 }
 
 enum Schema {
@@ -58,6 +68,60 @@ enum Schema {
             CREATE INDEX transactions_account ON transactions (account_id);
             CREATE UNIQUE INDEX transactions_order ON transactions (order_id) WHERE order_id IS NOT NULL;
             CREATE UNIQUE INDEX orders_transaction ON orders (transaction_id) WHERE transaction_id IS NOT NULL;
+            """,
+            // 3: after the sale: newer signed views of transactions, entitlements kept current, renewal
+            // state, notifications by UUID, and the event feed.
+            """
+            ALTER TABLE transactions ADD COLUMN signed_time_ms \(ms) NOT NULL DEFAULT 0;
+            ALTER TABLE transactions ADD COLUMN revocation_reason INTEGER;
+            CREATE INDEX transactions_original ON transactions (original_transaction_id);
+            CREATE TABLE entitlements (
+                account_id TEXT NOT NULL,
+                entitlement_key TEXT NOT NULL,
+                product_id TEXT NOT NULL,
+                product_kind TEXT NOT NULL,
+                original_transaction_id TEXT NOT NULL,
+                latest_transaction_id TEXT NOT NULL,
+                purchase_time_ms \(ms) NOT NULL,
+                expires_time_ms \(ms) NOT NULL,
+                revocation_time_ms \(ms) NOT NULL,
+                grace_period_expires_ms \(ms) NOT NULL,
+                auto_renew INTEGER NOT NULL,
+                environment INTEGER NOT NULL,
+                order_id TEXT,
+                ended INTEGER NOT NULL,
+                PRIMARY KEY (account_id, entitlement_key)
+            \(dialect.endKeyedTable)
+            CREATE TABLE renewals (
+                original_transaction_id TEXT PRIMARY KEY,
+                auto_renew INTEGER NOT NULL,
+                grace_period_expires_ms \(ms) NOT NULL,
+                signed_time_ms \(ms) NOT NULL,
+                ended_signed_time_ms \(ms) NOT NULL
+            \(dialect.endKeyedTable)
+            CREATE TABLE notifications (
+                notification_uuid TEXT PRIMARY KEY,
+                notification_type TEXT NOT NULL,
+                subtype TEXT,
+                signed_time_ms \(ms) NOT NULL,
+                result TEXT NOT NULL,
+                applied_time_ms \(ms) NOT NULL,
+                transaction_id TEXT,
+                signed_payload TEXT NOT NULL
+            \(dialect.endKeyedTable)
+            CREATE TABLE events (
+                \(dialect.feedKey)
+                event_type INTEGER NOT NULL,
+                time_ms \(ms) NOT NULL,
+                account_id TEXT NOT NULL,
+                cause TEXT NOT NULL,
+                notification_uuid TEXT,
+                transaction_id TEXT,
+                order_snapshot TEXT,
+                entitlement_snapshot TEXT
+            );
+            CREATE INDEX events_account ON events (account_id, feed_cursor);
+            \(dialect.feedIndexes)
             """,
         ]
     }

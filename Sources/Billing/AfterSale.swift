@@ -1,0 +1,270 @@
+/// The kinds of change the event feed reports (billing.v1.EventType).
+public enum EventKind: Int, Sendable, Equatable, CaseIterable {
+    case orderCreated = 1
+    case orderCompleted = 2
+    case orderRefunded = 3
+    case orderExpired = 4
+    case entitlementGranted = 5
+    case entitlementRenewed = 6
+    case entitlementRevoked = 7
+    case entitlementReinstated = 8
+    case entitlementExpired = 9
+    case entitlementTransferred = 10
+    case renewalStatusChanged = 11
+    case billingIssue = 12
+}
+
+/// What caused a change: the cause string of billing.proto and, for notifications, their UUID.
+public struct EventCause: Sendable, Equatable {
+    public var text: String
+    public var notificationUUID: String?
+
+    public init(_ text: String, notificationUUID: String? = nil) {
+        self.text = text
+        self.notificationUUID = notificationUUID
+    }
+
+    public static let createOrder = EventCause("create_order")
+    public static let submitReceipt = EventCause("submit_receipt")
+    public static let restorePurchases = EventCause("restore_purchases")
+    public static let orderExpiry = EventCause("order_expiry")
+    public static func notification(_ type: String, uuid: String) -> EventCause { EventCause("notification:" + type, notificationUUID: uuid) }
+}
+
+/// One committed change, as the feed keeps it. `cursor` is assigned by the store at commit.
+public struct EventRecord: Sendable, Equatable {
+    public var cursor: UInt64
+    public var kind: EventKind
+    public var timeMs: Int64
+    public var accountID: String
+    public var order: Order?
+    public var entitlement: Entitlement?
+    public var cause: String
+    public var notificationUUID: String?
+    public var transactionID: String?
+
+    public init(cursor: UInt64 = 0, kind: EventKind, timeMs: Int64, accountID: String, order: Order? = nil,
+                entitlement: Entitlement? = nil, cause: EventCause, transactionID: String? = nil) {
+        self.cursor = cursor
+        self.kind = kind
+        self.timeMs = timeMs
+        self.accountID = accountID
+        self.order = order
+        self.entitlement = entitlement
+        self.cause = cause.text
+        self.notificationUUID = cause.notificationUUID
+        self.transactionID = transactionID
+    }
+}
+
+/// An entitlement as the entitlement table keeps it: the inputs of `active`, which depends on the clock.
+public struct EntitlementRecord: Sendable, Equatable {
+    public var accountID: String
+    /// `p:` + product id for non-consumables, `s:` + original transaction id for subscriptions.
+    public var key: String
+    public var productID: String
+    public var productKind: ProductKind
+    public var originalTransactionID: String
+    public var latestTransactionID: String
+    public var purchaseTimeMs: Int64
+    public var expiresTimeMs: Int64
+    public var revocationTimeMs: Int64
+    public var gracePeriodExpiresTimeMs: Int64
+    public var autoRenew: Bool
+    public var environment: StoreEnvironment
+    public var orderID: String?
+    /// The App Store said the subscription expired (EXPIRED, GRACE_PERIOD_EXPIRED) after its latest transaction.
+    public var ended: Bool
+
+    public init(accountID: String, key: String, productID: String, productKind: ProductKind, originalTransactionID: String,
+                latestTransactionID: String, purchaseTimeMs: Int64, expiresTimeMs: Int64, revocationTimeMs: Int64,
+                gracePeriodExpiresTimeMs: Int64, autoRenew: Bool, environment: StoreEnvironment, orderID: String?, ended: Bool) {
+        self.accountID = accountID
+        self.key = key
+        self.productID = productID
+        self.productKind = productKind
+        self.originalTransactionID = originalTransactionID
+        self.latestTransactionID = latestTransactionID
+        self.purchaseTimeMs = purchaseTimeMs
+        self.expiresTimeMs = expiresTimeMs
+        self.revocationTimeMs = revocationTimeMs
+        self.gracePeriodExpiresTimeMs = gracePeriodExpiresTimeMs
+        self.autoRenew = autoRenew
+        self.environment = environment
+        self.orderID = orderID
+        self.ended = ended
+    }
+
+    public static func key(kind: ProductKind, productID: String, originalTransactionID: String) -> String {
+        kind == .nonConsumable ? "p:" + productID : "s:" + originalTransactionID
+    }
+
+    /// Not revoked, not ended, and (subscriptions) not past its expiry or billing grace period at `nowMs`.
+    public func isActive(nowMs: Int64) -> Bool {
+        if revocationTimeMs > 0 || ended { return false }
+        guard productKind == .autoRenewableSubscription || productKind == .nonRenewingSubscription else { return true }
+        if expiresTimeMs == 0 { return true }
+        return max(expiresTimeMs, gracePeriodExpiresTimeMs) > nowMs
+    }
+
+    /// The entitlement as callers see it at `nowMs`.
+    public func entitlement(nowMs: Int64) -> Entitlement {
+        Entitlement(productID: productID, productKind: productKind, originalTransactionID: originalTransactionID,
+                    latestTransactionID: latestTransactionID, purchaseTimeMs: purchaseTimeMs, expiresTimeMs: expiresTimeMs,
+                    active: isActive(nowMs: nowMs), orderID: orderID, revocationTimeMs: revocationTimeMs,
+                    gracePeriodExpiresTimeMs: gracePeriodExpiresTimeMs,
+                    autoRenew: productKind == .autoRenewableSubscription && autoRenew, environment: environment)
+    }
+}
+
+/// What the App Store last said about a subscription's renewal, per original transaction.
+public struct RenewalState: Sendable, Equatable {
+    public var originalTransactionID: String
+    public var autoRenew: Bool
+    public var gracePeriodExpiresTimeMs: Int64
+    /// The renewal info's own signedDate: the newest wins for auto-renew and grace period.
+    public var signedTimeMs: Int64
+    /// The newest signedDate of an EXPIRED / GRACE_PERIOD_EXPIRED notification; 0 if none.
+    public var endedSignedTimeMs: Int64
+
+    public init(originalTransactionID: String, autoRenew: Bool = true, gracePeriodExpiresTimeMs: Int64 = 0,
+                signedTimeMs: Int64 = 0, endedSignedTimeMs: Int64 = 0) {
+        self.originalTransactionID = originalTransactionID
+        self.autoRenew = autoRenew
+        self.gracePeriodExpiresTimeMs = gracePeriodExpiresTimeMs
+        self.signedTimeMs = signedTimeMs
+        self.endedSignedTimeMs = endedSignedTimeMs
+    }
+}
+
+/// Verified signed renewal info (`signedRenewalInfo`).
+public struct RenewalFact: Sendable, Equatable {
+    public var originalTransactionID: String
+    public var autoRenew: Bool?
+    public var gracePeriodExpiresTimeMs: Int64?
+    public var signedTimeMs: Int64
+
+    public init(originalTransactionID: String, autoRenew: Bool?, gracePeriodExpiresTimeMs: Int64?, signedTimeMs: Int64) {
+        self.originalTransactionID = originalTransactionID
+        self.autoRenew = autoRenew
+        self.gracePeriodExpiresTimeMs = gracePeriodExpiresTimeMs
+        self.signedTimeMs = signedTimeMs
+    }
+}
+
+/// An App Store Server Notification whose outer and nested signatures verified.
+public struct VerifiedNotification: Sendable, Equatable {
+    public var uuid: String
+    public var type: String
+    public var subtype: String?
+    public var signedTimeMs: Int64
+    public var environment: StoreEnvironment?
+    /// False when the environment is not one this service accepts: recorded as ignored, no effect.
+    public var accepted: Bool
+    public var transaction: StoreTransaction?
+    public var renewal: RenewalFact?
+    /// The whole signed payload, kept for audit.
+    public var signedPayload: String
+
+    public init(uuid: String, type: String, subtype: String?, signedTimeMs: Int64, environment: StoreEnvironment?, accepted: Bool,
+                transaction: StoreTransaction?, renewal: RenewalFact?, signedPayload: String) {
+        self.uuid = uuid
+        self.type = type
+        self.subtype = subtype
+        self.signedTimeMs = signedTimeMs
+        self.environment = environment
+        self.accepted = accepted
+        self.transaction = transaction
+        self.renewal = renewal
+        self.signedPayload = signedPayload
+    }
+}
+
+/// What became of a notification (the `result` label of billingd_notifications_total).
+public enum NotificationResult: String, Sendable, Equatable, CaseIterable {
+    /// Its effects (possibly none, for types without effect) are committed.
+    case applied
+    /// Its notificationUUID was seen before: nothing changed.
+    case duplicate
+    /// Recorded without effect: an environment this service does not accept.
+    case ignored
+}
+
+/// The record of one notification, by notificationUUID.
+public struct NotificationRecord: Sendable, Equatable {
+    public var uuid: String
+    public var type: String
+    public var subtype: String?
+    public var signedTimeMs: Int64
+    public var result: NotificationResult
+    public var appliedTimeMs: Int64
+    public var transactionID: String?
+    public var signedPayload: String
+}
+
+/// The answer to a notification: its result and the events it wrote.
+public struct NotificationOutcome: Sendable, Equatable {
+    public var result: NotificationResult
+    public var events: Int
+    public init(result: NotificationResult, events: Int) {
+        self.result = result
+        self.events = events
+    }
+}
+
+/// The text form of the order and entitlement snapshots an event keeps: length-prefixed fields, so
+/// no value (product ids come from signed data) can break the framing.
+public enum EventSnapshot {
+    static func join(_ fields: [String]) -> String {
+        var out = ""
+        for f in fields { out += String(f.utf8.count) + ":" + f }
+        return out
+    }
+
+    static func split(_ text: String) -> [String]? {
+        var fields: [String] = []
+        let bytes = Array(text.utf8)
+        var i = 0
+        while i < bytes.count {
+            var n = 0
+            while i < bytes.count, bytes[i] != UInt8(ascii: ":") {
+                guard bytes[i] >= UInt8(ascii: "0"), bytes[i] <= UInt8(ascii: "9"), n < 1 << 24 else { return nil }
+                n = n * 10 + Int(bytes[i] - UInt8(ascii: "0"))
+                i += 1
+            }
+            i += 1
+            guard i + n <= bytes.count else { return nil }
+            fields.append(String(decoding: bytes[i..<(i + n)], as: UTF8.self))
+            i += n
+        }
+        return fields
+    }
+
+    public static func encode(_ o: Order) -> String {
+        join([o.id, o.accountID, o.productID, String(o.quantity), String(o.state.rawValue), o.idempotencyKey ?? "",
+              String(o.createTimeMs), String(o.updateTimeMs), o.transactionID ?? "", String(o.environment?.rawValue ?? 0)])
+    }
+
+    public static func decodeOrder(_ text: String) -> Order? {
+        guard let f = split(text), f.count == 10, let q = Int(f[3]), let s = Int(f[4]).flatMap(OrderState.init(rawValue:)),
+              let c = Int64(f[6]), let u = Int64(f[7]), let e = Int(f[9]) else { return nil }
+        return Order(id: f[0], accountID: f[1], productID: f[2], quantity: q, state: s, idempotencyKey: f[5].isEmpty ? nil : f[5],
+                     createTimeMs: c, updateTimeMs: u, transactionID: f[8].isEmpty ? nil : f[8],
+                     environment: StoreEnvironment(rawValue: e))
+    }
+
+    public static func encode(_ e: Entitlement) -> String {
+        join([e.productID, e.productKind.rawValue, e.originalTransactionID, e.latestTransactionID, String(e.purchaseTimeMs),
+              String(e.expiresTimeMs), e.active ? "1" : "0", e.orderID ?? "", String(e.revocationTimeMs),
+              String(e.gracePeriodExpiresTimeMs), e.autoRenew ? "1" : "0", String(e.environment?.rawValue ?? 0)])
+    }
+
+    public static func decodeEntitlement(_ text: String) -> Entitlement? {
+        guard let f = split(text), f.count == 12, let kind = ProductKind(rawValue: f[1]), let p = Int64(f[4]), let x = Int64(f[5]),
+              let r = Int64(f[8]), let g = Int64(f[9]), let env = Int(f[11]) else { return nil }
+        return Entitlement(productID: f[0], productKind: kind, originalTransactionID: f[2], latestTransactionID: f[3],
+                           purchaseTimeMs: p, expiresTimeMs: x, active: f[6] == "1", orderID: f[7].isEmpty ? nil : f[7],
+                           revocationTimeMs: r, gracePeriodExpiresTimeMs: g, autoRenew: f[10] == "1",
+                           environment: StoreEnvironment(rawValue: env))
+    }
+}

@@ -1,0 +1,98 @@
+/// How App Store Server Notifications change orders and entitlements (DESIGN "After the sale"), over a ledger,
+/// in the one database transaction that also records the notification's UUID.
+public enum NotificationRules {
+    /// Types whose transaction is a purchase: with an appAccountToken naming a PENDING order, they complete it.
+    static let purchases: Set<String> = ["ONE_TIME_CHARGE", "SUBSCRIBED"]
+
+    /// The entitlement events each type with an effect writes, one set per notification, so that the
+    /// feed holds the same events whatever order notifications arrive in.
+    static func effects(of type: String) -> [EventKind]? {
+        switch type {
+        case "ONE_TIME_CHARGE", "SUBSCRIBED", "DID_RENEW", "OFFER_REDEEMED", "RENEWAL_EXTENDED", "DID_CHANGE_RENEWAL_PREF":
+            [.entitlementGranted]
+        case "REFUND", "REVOKE": [.entitlementRevoked]
+        case "REFUND_REVERSED": [.entitlementReinstated]
+        case "EXPIRED", "GRACE_PERIOD_EXPIRED": [.entitlementExpired]
+        case "DID_CHANGE_RENEWAL_STATUS": [.renewalStatusChanged]
+        case "DID_FAIL_TO_RENEW": [.billingIssue]
+        default: nil
+        }
+    }
+
+    /// Applies one verified notification exactly once (by UUID) and records it.
+    public static func apply(_ ledger: some PurchaseLedger, _ n: VerifiedNotification, nowMs: Int64,
+                             catalog: Catalog?) throws(BillingError) -> NotificationResult {
+        if try ledger.notification(uuid: n.uuid) != nil { return .duplicate }
+        let result: NotificationResult = n.accepted ? .applied : .ignored
+        try ledger.record(NotificationRecord(uuid: n.uuid, type: n.type, subtype: n.subtype, signedTimeMs: n.signedTimeMs,
+                                             result: result, appliedTimeMs: nowMs, transactionID: n.transaction?.transactionID,
+                                             signedPayload: n.signedPayload))
+        guard n.accepted, let kinds = effects(of: n.type) else { return result }
+        let context = RuleContext(nowMs: nowMs, cause: .notification(n.type, uuid: n.uuid), catalog: catalog)
+        let original = n.transaction?.originalTransactionID ?? n.renewal?.originalTransactionID
+        guard let original else { return result }
+
+        if let r = n.renewal { try mergeRenewal(ledger, r, original: original) }
+        if n.type == "EXPIRED" || n.type == "GRACE_PERIOD_EXPIRED" {
+            var state = try ledger.renewal(originalTransactionID: original) ?? RenewalState(originalTransactionID: original)
+            if n.signedTimeMs > state.endedSignedTimeMs {
+                state.endedSignedTimeMs = n.signedTimeMs
+                try ledger.put(state)
+            }
+        }
+
+        // The account: whoever already owns the subscription or purchase; else the order its token names.
+        var account = try ledger.transactions(originalTransactionID: original).first { !$0.accountID.isEmpty }?.accountID
+        var tokenOrder: Order?
+        if let token = n.transaction?.appAccountToken, let id = OrderID.canonical(token) {
+            tokenOrder = try ledger.order(id: id)
+        }
+        if account == nil { account = tokenOrder?.accountID }
+        let owner = account ?? ""
+
+        var subject = n.transaction
+        if let t = n.transaction {
+            var completed = false
+            if purchases.contains(n.type), let order = tokenOrder, order.accountID == owner, order.state == .pending,
+               order.productID == t.productID {
+                // Paid even if the app never reported it, under SubmitReceipt's rules and unique key; a refund
+                // already known for it then refunds the order at once.
+                let outcome = try PurchaseRules.complete(ledger, orderID: order.id, candidates: [t], check: payable,
+                                                         context: context, refreshEntitlement: false)
+                if case .success(let done) = outcome {
+                    completed = true
+                    subject = done.transaction
+                    if done.transaction.isRevoked {
+                        try PurchaseRules.settle(ledger, orderID: order.id, revoked: true, transactionID: t.transactionID, context: context)
+                    }
+                }
+            }
+            if !completed {
+                subject = try PurchaseRules.record(ledger, t, owner: owner, transfer: false, context: context).0.transaction
+            }
+        } else if let any = try ledger.transactions(originalTransactionID: original).first(where: { $0.accountID == owner }) {
+            subject = any.transaction
+        }
+        if let subject, !owner.isEmpty {
+            try PurchaseRules.refresh(ledger, accountID: owner, for: subject, context: context, forced: kinds)
+        }
+        return result
+    }
+
+    /// A notification pays an order whose product and quantity it matches; revocation is settled afterwards.
+    static let payable: @Sendable (Order, StoreTransaction) -> BillingError? = { order, t in
+        if t.productID != order.productID { return .productMismatch(orderProduct: order.productID, proofProduct: t.productID) }
+        if t.quantity != order.quantity { return .quantityMismatch(orderQuantity: order.quantity, proofQuantity: t.quantity) }
+        return nil
+    }
+
+    /// Renewal info: the newest signedDate wins for auto-renew and the grace period.
+    static func mergeRenewal(_ ledger: some PurchaseLedger, _ r: RenewalFact, original: String) throws(BillingError) {
+        var state = try ledger.renewal(originalTransactionID: original) ?? RenewalState(originalTransactionID: original)
+        guard r.signedTimeMs > state.signedTimeMs else { return }
+        if let auto = r.autoRenew { state.autoRenew = auto }
+        state.gracePeriodExpiresTimeMs = r.gracePeriodExpiresTimeMs ?? 0
+        state.signedTimeMs = r.signedTimeMs
+        try ledger.put(state)
+    }
+}
