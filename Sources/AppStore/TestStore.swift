@@ -152,6 +152,79 @@ public final class TestStore: @unchecked Sendable {
 
     public func signedTransaction(_ t: Transaction) throws(Failure) -> String { try signJWS(t.json) }
 
+    /// Signed renewal info (`signedRenewalInfo`) as the App Store sends it.
+    public struct RenewalInfo: Sendable {
+        public var originalTransactionID: String
+        public var productID: String
+        public var autoRenewStatus: Int
+        public var environment: String
+        public var signedDate: Int64
+        public var gracePeriodExpiresDate: Int64?
+        public var isInBillingRetryPeriod: Bool?
+
+        public init(originalTransactionID: String, productID: String, autoRenewStatus: Int = 1, environment: String = "Xcode",
+                    signedDate: Int64) {
+            self.originalTransactionID = originalTransactionID
+            self.productID = productID
+            self.autoRenewStatus = autoRenewStatus
+            self.environment = environment
+            self.signedDate = signedDate
+        }
+
+        var json: [String: Any] {
+            var o: [String: Any] = [
+                "originalTransactionId": originalTransactionID, "productId": productID, "autoRenewProductId": productID,
+                "autoRenewStatus": autoRenewStatus, "environment": environment, "signedDate": signedDate,
+                "recentSubscriptionStartDate": signedDate,
+            ]
+            if let gracePeriodExpiresDate { o["gracePeriodExpiresDate"] = gracePeriodExpiresDate }
+            if let isInBillingRetryPeriod { o["isInBillingRetryPeriod"] = isInBillingRetryPeriod }
+            return o
+        }
+    }
+
+    /// An App Store Server Notification v2, as `{"signedPayload": ...}` carries it.
+    public struct Notification: Sendable {
+        public var type: String
+        public var subtype: String?
+        public var uuid: String
+        public var signedDate: Int64
+        public var bundleID: String
+        public var environment: String
+        public var appAppleID: Int64?
+        public var transaction: Transaction?
+        public var renewal: RenewalInfo?
+
+        /// A new random UUID when `uuid` is nil.
+        public init(type: String, subtype: String? = nil, uuid: String? = nil, signedDate: Int64,
+                    bundleID: String, environment: String = "Xcode") {
+            self.type = type
+            self.subtype = subtype
+            self.uuid = uuid ?? UUID().uuidString.lowercased()
+            self.signedDate = signedDate
+            self.bundleID = bundleID
+            self.environment = environment
+        }
+    }
+
+    /// The outer JWS of `n`, with its transaction and renewal info signed and nested the way Apple nests them.
+    public func signedNotification(_ n: Notification) throws(Failure) -> String {
+        var data: [String: Any] = ["bundleId": n.bundleID, "environment": n.environment, "bundleVersion": "1", "status": 1]
+        if let id = n.appAppleID { data["appAppleId"] = id }
+        if var t = n.transaction {
+            if t.signedDate == nil { t.signedDate = n.signedDate }
+            data["signedTransactionInfo"] = try signedTransaction(t)
+        }
+        if let r = n.renewal { data["signedRenewalInfo"] = try signJWS(r.json) }
+        var payload: [String: Any] = ["notificationType": n.type, "notificationUUID": n.uuid, "version": "2.0",
+                                      "signedDate": n.signedDate, "data": data]
+        if let subtype = n.subtype { payload["subtype"] = subtype }
+        return try signJWS(payload)
+    }
+
+    /// The HTTP body Apple posts: `{"signedPayload": "<JWS>"}`.
+    public static func notificationBody(_ signedPayload: String) -> String { "{\"signedPayload\":\"\(signedPayload)\"}" }
+
     /// A base64 app receipt (PKCS#7 SignedData over the ASN.1 payload) holding `inApp`.
     public func appReceipt(bundleID: String, receiptType: String = "Xcode", applicationVersion: String = "1",
                            creationDate: Int64? = nil, inApp: [AppReceipt.InAppPurchase]) throws(Failure) -> String {

@@ -67,7 +67,11 @@ public enum PurchaseRules {
         var known: [String: OwnedTransaction] = [:]
         for c in candidates {
             if let owned = try ledger.owned(transactionID: c.transactionID) {
-                known[c.transactionID] = try merge(ledger, c, into: owned, context: context)
+                let merged = try merge(ledger, c, into: owned, context: context)
+                known[c.transactionID] = merged
+                if merged != owned && refreshEntitlement {
+                    try refresh(ledger, accountID: merged.accountID, for: merged.transaction, context: context)
+                }
             }
         }
         guard let order = try ledger.order(id: orderID) else { return .failure(.orderNotFound(orderID: orderID)) }
