@@ -94,8 +94,13 @@ struct SQLLedger<DB: SQLExecutor>: PurchaseLedger {
                                           .int(Int64(OrderState.completed.rawValue)), .int(nowMs), .text("submit_receipt:" + transactionID)])
             return true
         }
-        // Another replica completed the order after our read.
-        guard completed else { throw .orderNotPending(orderID: orderID, state: .completed) }
+        // Another writer changed the order after our read (a replica completed it, or expiry ran):
+        // answer the state it is really in, never a COMPLETED it may not be.
+        guard completed else {
+            guard let current = try order(id: orderID) else { throw .orderNotFound(orderID: orderID) }
+            guard current.state != .pending else { throw .storageUnavailable(detail: "order \(orderID) changed during completion; retry") }
+            throw .orderNotPending(orderID: orderID, state: current.state)
+        }
     }
 
     /// PENDING -> EXPIRED for orders created before the cutoff, with their state events.
