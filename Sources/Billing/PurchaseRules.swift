@@ -31,9 +31,11 @@ public enum PurchaseRules {
             }
         }
         var firstRefusal: BillingError?
+        var stale: BillingError?
         for candidate in candidates {
             if let refusal = check(order, candidate) {
                 if firstRefusal == nil { firstRefusal = refusal }
+                if stale == nil, case .transactionPredatesOrder = refusal { stale = refusal }
                 continue
             }
             let owned = try ledger.owned(transactionID: candidate.transactionID)
@@ -62,6 +64,7 @@ public enum PurchaseRules {
         for c in candidates where c.productID == order.productID && c.isRevoked {
             throw .transactionRevoked(transactionID: c.transactionID)
         }
+        if let stale { throw stale }
         if candidates.isEmpty { throw .transactionNotFound(detail: "the proof holds no transaction") }
         throw .transactionNotFound(detail: "no unclaimed transaction of product \(order.productID) in the receipt")
     }

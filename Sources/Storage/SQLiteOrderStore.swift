@@ -175,13 +175,8 @@ public final class SQLiteOrderStore: OrderStore {
     public func complete(orderID: String, candidates: [StoreTransaction], check: @escaping @Sendable (Order, StoreTransaction) -> BillingError?,
                          nowMs: Int64, abandoned: @escaping @Sendable () -> Bool,
                          completion: @escaping @Sendable (Result<CompletedPurchase, BillingError>) -> Void) {
-        // A retry of the proof that completed this order: the cache (updated after every commit) says so,
-        // and the answer needs no trip through the writer.
-        if let cached = cache.get(orderID), cached.state == .completed, let paid = cached.transactionID,
-           let same = candidates.first(where: { $0.transactionID == paid }) {
-            completion(.success(CompletedPurchase(order: cached, transaction: same, alreadyProcessed: true)))
-            return
-        }
+        // A retry goes through the ledger like the first call, so it answers the stored transaction,
+        // not the one the retried proof describes (PurchaseRules.complete): one answer whatever the path.
         let cache = self.cache
         write({ (result: Result<CompletedPurchase, BillingError>) in
             // Every order change goes through the cache before the caller hears OK.
