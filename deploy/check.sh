@@ -31,6 +31,32 @@ for name in ("billingd", "postgres"):
 assert services["billingd"]["depends_on"]["postgres"]["condition"] == "service_healthy"
 PY
 ); then ok "docker-compose.yml parses"; else bad "docker-compose.yml" "$out"; fi
+# Secrets and exposure: no key digest or password shipped, no unauthenticated published port,
+# and every file a comment names exists.
+if out=$(python3 - <<'PY' 2>&1
+import os, re, yaml
+doc = yaml.safe_load(open("deploy/docker-compose.yml"))
+billingd, postgres = doc["services"]["billingd"], doc["services"]["postgres"]
+env = billingd.get("environment", {})
+assert env.get("BILLING_API_KEYS"), "billingd in compose must require API keys"
+for port in billingd.get("ports", []):
+    assert str(port).startswith("127.0.0.1:"), f"billingd published beyond loopback: {port}"
+assert "ports" not in postgres, "PostgreSQL must not be published"
+for name, service in doc["services"].items():
+    for k, v in (service.get("environment") or {}).items():
+        assert "PASSWORD" not in k or k.endswith("_FILE"), f"{name}: plaintext {k}"
+        assert not re.search(r"://[^:/@]+:[^@]+@", str(v)), f"{name}: credentials in {k}"
+secret = yaml.safe_load(open("deploy/k8s/secret.yaml"))["stringData"]
+for digest in re.findall(r'"sha256":\s*"([^"]*)"', secret["api-keys.json"]):
+    assert not re.fullmatch(r"[0-9a-fA-F]{64}", digest), "secret.yaml ships a real key digest; leave the placeholder"
+assert "REPLACE-AT-INSTALL" in secret["BILLING_DATABASE"], "secret.yaml ships a database password"
+for path in ["deploy/Dockerfile", "deploy/docker-compose.yml", "deploy/README.md", *[f"deploy/k8s/{f}" for f in os.listdir("deploy/k8s")]]:
+    for line in open(path):
+        if path.endswith(".md") or line.lstrip().startswith("#"):
+            for cited in re.findall(r"\bdeploy/[\w./-]+\.(?:sh|yml|yaml|md)\b", line):
+                assert os.path.exists(cited), f"{path} cites {cited}, which does not exist"
+PY
+); then ok "secrets and exposure"; else bad "secrets and exposure" "$out"; fi
 
 if [ "$(id -u)" -ne 0 ]; then
   if [ "${CI:-}" = "true" ]; then bad "rootfs" "needs root under CI"; else echo "deploy: rootfs skipped (needs root)"; fi

@@ -68,6 +68,24 @@ public enum ASN1 {
         return (Element(tag: tag, content: bytes[i..<(i + length)]), i + length)
     }
 
+    /// An OCTET STRING's bytes: primitive (DER), or constructed of segments (BER), which may nest.
+    public static func octets(_ e: Element, depth: Int = 0) throws(ParseError) -> ArraySlice<UInt8> {
+        switch e.tag {
+        case 0x04:
+            return e.content
+        case 0x24:
+            var out: [UInt8] = []
+            out.reserveCapacity(e.content.count)
+            for segment in try elements(e.content, depth: depth + 1) {
+                guard segment.tag & 0xDF == 0x04 else { throw ParseError(description: "an OCTET STRING segment is not an OCTET STRING") }
+                out += try octets(segment, depth: depth + 1)
+            }
+            return out[...]
+        default:
+            throw ParseError(description: "not an OCTET STRING")
+        }
+    }
+
     /// An INTEGER's value (up to 64 bits, two's complement).
     public static func integer(_ e: Element) throws(ParseError) -> Int64 {
         guard e.tag == 0x02, !e.content.isEmpty, e.content.count <= 8 else { throw ParseError(description: "not a small INTEGER") }

@@ -44,11 +44,12 @@ public struct AppReceipt: Sendable, Equatable {
         }
     }
 
-    /// Parses the payload: SET OF SEQUENCE { type INTEGER, version INTEGER, value OCTET STRING }.
+    /// Parses the payload: SET OF SEQUENCE { type INTEGER, version INTEGER, value OCTET STRING }, in DER
+    /// or BER, bare or wrapped in one more OCTET STRING (StoreKit Testing in Xcode writes it so).
     public static func parse(payload: [UInt8]) throws(VerificationFailure) -> AppReceipt {
         var receipt = AppReceipt()
         do throws(ASN1.ParseError) {
-            for (type, value) in try attributes(payload[...]) {
+            for (type, value) in try attributes(try unwrapped(payload[...])) {
                 switch type {
                 case 0: receipt.receiptType = try string(value)
                 case 1: receipt.appItemID = try integer(value)
@@ -69,6 +70,14 @@ public struct AppReceipt: Sendable, Equatable {
         return receipt
     }
 
+    /// The payload without the one OCTET STRING Xcode may wrap around it.
+    static func unwrapped(_ payload: ArraySlice<UInt8>) throws(ASN1.ParseError) -> ArraySlice<UInt8> {
+        guard let first = payload.first, first & 0xDF == 0x04 else { return payload }
+        let (wrapper, next) = try ASN1.read(payload, at: payload.startIndex)
+        guard next == payload.endIndex else { throw ASN1.ParseError(description: "trailing bytes after the payload") }
+        return try ASN1.octets(wrapper)
+    }
+
     static func attributes(_ bytes: ArraySlice<UInt8>) throws(ASN1.ParseError) -> [(Int64, ArraySlice<UInt8>)] {
         let top = try ASN1.elements(bytes)
         guard top.count == 1, top[0].tag == 0x31 else { throw ASN1.ParseError(description: "not a SET of attributes") }
@@ -76,8 +85,8 @@ public struct AppReceipt: Sendable, Equatable {
         for attribute in try ASN1.elements(top[0].content, depth: 1) {
             guard attribute.tag == 0x30 else { throw ASN1.ParseError(description: "attribute is not a SEQUENCE") }
             let fields = try ASN1.elements(attribute.content, depth: 2)
-            guard fields.count == 3, fields[2].tag == 0x04 else { throw ASN1.ParseError(description: "malformed attribute") }
-            out.append((try ASN1.integer(fields[0]), fields[2].content))
+            guard fields.count == 3, fields[2].tag & 0xDF == 0x04 else { throw ASN1.ParseError(description: "malformed attribute") }
+            out.append((try ASN1.integer(fields[0]), try ASN1.octets(fields[2], depth: 2)))
         }
         return out
     }

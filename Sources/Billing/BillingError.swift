@@ -23,6 +23,9 @@ public enum BillingError: Error, Sendable, Equatable, CustomStringConvertible {
     case transactionNotFound(detail: String)
     case transactionAlreadyClaimed(transactionID: String)
     case transactionRevoked(transactionID: String)
+    /// With `--reject-stale-purchases`: bought before the order was created (beyond the clock skew),
+    /// or a subscription that had expired by then.
+    case transactionPredatesOrder(transactionID: String)
     case orderNotPending(orderID: String, state: OrderState)
     /// The call needs the App Store Server API, whose credentials are not configured.
     case appStoreAPINotConfigured(feature: String)
@@ -45,6 +48,7 @@ public enum BillingError: Error, Sendable, Equatable, CustomStringConvertible {
         case .transactionNotFound(let d): "no transaction in the proof can pay this order: \(d)"
         case .transactionAlreadyClaimed(let id): "transaction \(id) already paid another order or belongs to another account"
         case .transactionRevoked(let id): "transaction \(id) was refunded or revoked"
+        case .transactionPredatesOrder(let id): "transaction \(id) was purchased, or had expired, before the order was created"
         case .orderNotPending(_, let state): "the order is \(state) and can no longer be paid"
         case .appStoreAPINotConfigured(let feature): "\(feature) needs the App Store Server API; start billingd with --appstore-api-key-id, --appstore-api-issuer-id and --appstore-api-private-key"
         }

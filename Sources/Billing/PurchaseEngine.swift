@@ -9,16 +9,35 @@ public final class PurchaseEngine: Sendable {
     public static let maxSignedTransactions = 100
     public static let maxTransactionIDBytes = 64
 
+    /// Optional rules an operator turns on (`--require-account-token`, `--reject-stale-purchases`, `--clock-skew`).
+    public struct Policy: Sendable, Equatable {
+        /// A StoreKit 2 proof must carry `appAccountToken` equal to the order id; app receipts carry none and are exempt.
+        public var requireAccountToken: Bool
+        /// A transaction bought before the order was created (beyond `clockSkewMs`), or a subscription
+        /// expired by then, cannot pay the order.
+        public var rejectStalePurchases: Bool
+        /// Allowance when comparing a purchase date with the order's creation time.
+        public var clockSkewMs: Int64
+
+        public init(requireAccountToken: Bool = false, rejectStalePurchases: Bool = false, clockSkewMs: Int64 = 300_000) {
+            self.requireAccountToken = requireAccountToken
+            self.rejectStalePurchases = rejectStalePurchases
+            self.clockSkewMs = clockSkewMs
+        }
+    }
+
     public let orders: OrderService
     public let verifier: any ProofVerifier
     public let restorePolicy: RestorePolicy
+    public let policy: Policy
     private let clock: any WallClock
 
     public init(orders: OrderService, verifier: any ProofVerifier, restorePolicy: RestorePolicy = .transfer,
-                clock: any WallClock = SystemClock()) {
+                policy: Policy = Policy(), clock: any WallClock = SystemClock()) {
         self.orders = orders
         self.verifier = verifier
         self.restorePolicy = restorePolicy
+        self.policy = policy
         self.clock = clock
     }
 
@@ -87,29 +106,49 @@ public final class PurchaseEngine: Sendable {
         // Without a transaction_id an app receipt's other products are not candidates at all.
         var autoPick = false
         if case .appReceipt = proof, transactionID.isEmpty { autoPick = true }
-        orders.store.complete(orderID: orderID, candidates: candidates, check: autoPick ? Self.checkPicked : Self.check,
+        let signed: Bool
+        if case .signedTransaction = proof { signed = true } else { signed = false }
+        let policy = self.policy
+        let check: @Sendable (Order, StoreTransaction) -> BillingError?
+        if autoPick {
+            check = { order, t in Self.checkPicked(order, t, policy: policy) }
+        } else {
+            check = { order, t in Self.check(order, t, policy: policy, signed: signed) }
+        }
+        orders.store.complete(orderID: orderID, candidates: candidates, check: check,
                               context: RuleContext(nowMs: clock.nowMilliseconds(), cause: .submitReceipt, catalog: catalog),
                               abandoned: abandoned, completion: completion)
     }
 
-    /// Whether `t` may pay `order`: same product, the order's account token, not revoked.
-    static let check: @Sendable (Order, StoreTransaction) -> BillingError? = { order, t in
+    /// Whether `t` may pay `order`: same product and quantity, the order's account token (required of a
+    /// signed transaction under `requireAccountToken`), not revoked, not stale (under `rejectStalePurchases`).
+    static func check(_ order: Order, _ t: StoreTransaction, policy: Policy = Policy(), signed: Bool = false) -> BillingError? {
         if t.productID != order.productID { return .productMismatch(orderProduct: order.productID, proofProduct: t.productID) }
         // One payment for one unit must not complete an order for a thousand.
         if t.quantity != order.quantity { return .quantityMismatch(orderQuantity: order.quantity, proofQuantity: t.quantity) }
-        if let token = t.appAccountToken, !token.isEmpty, OrderID.canonical(token) != order.id {
+        if let token = t.appAccountToken, !token.isEmpty {
+            if OrderID.canonical(token) != order.id { return .accountTokenMismatch(orderID: order.id) }
+        } else if signed && policy.requireAccountToken {
             return .accountTokenMismatch(orderID: order.id)
         }
         if t.isRevoked { return .transactionRevoked(transactionID: t.transactionID) }
+        if policy.rejectStalePurchases {
+            // Saturating: a huge skew must not wrap around and reject everything.
+            let (earliest, overflow) = order.createTimeMs.subtractingReportingOverflow(max(0, policy.clockSkewMs))
+            if !overflow && t.purchaseTimeMs < earliest { return .transactionPredatesOrder(transactionID: t.transactionID) }
+            if t.expiresTimeMs > 0 && t.expiresTimeMs <= order.createTimeMs {
+                return .transactionPredatesOrder(transactionID: t.transactionID)
+            }
+        }
         return nil
     }
 
     /// `check` for a receipt record picked by product: another product is not a mismatch, just not a candidate.
-    static let checkPicked: @Sendable (Order, StoreTransaction) -> BillingError? = { order, t in
+    static func checkPicked(_ order: Order, _ t: StoreTransaction, policy: Policy = Policy()) -> BillingError? {
         if t.productID != order.productID {
             return .transactionNotFound(detail: "the receipt holds no unclaimed transaction of product \(order.productID)")
         }
-        return check(order, t)
+        return check(order, t, policy: policy)
     }
 
     /// Verifies what the account proves it owns, records it, and answers its entitlements.

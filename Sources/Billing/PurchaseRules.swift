@@ -83,11 +83,13 @@ public enum PurchaseRules {
             }
         }
         var firstRefusal: BillingError?
+        var stale: BillingError?
         for candidate in candidates {
             let owned = known[candidate.transactionID]
             let current = owned?.transaction ?? candidate
             if let refusal = check(order, current) {
                 if firstRefusal == nil { firstRefusal = refusal }
+                if stale == nil, case .transactionPredatesOrder = refusal { stale = refusal }
                 continue
             }
             if let owned, owned.orderID != nil || (!owned.accountID.isEmpty && owned.accountID != order.accountID) {
@@ -120,6 +122,7 @@ public enum PurchaseRules {
         for c in candidates where c.productID == order.productID && (known[c.transactionID]?.transaction ?? c).isRevoked {
             return .failure(.transactionRevoked(transactionID: c.transactionID))
         }
+        if let stale { return .failure(stale) }
         if candidates.isEmpty { return .failure(.transactionNotFound(detail: "the proof holds no transaction")) }
         return .failure(.transactionNotFound(detail: "no unclaimed transaction of product \(order.productID) in the receipt"))
     }

@@ -73,7 +73,10 @@ public final class App: Sendable {
         let orders = OrderService(store: store, catalog: catalog)
         let verifier = try App.proofVerifier(configuration, logger: logger, metrics: metrics)
         let engine = PurchaseEngine(orders: orders, verifier: verifier,
-                                    restorePolicy: RestorePolicy(rawValue: configuration.restorePolicy) ?? .transfer)
+                                    restorePolicy: RestorePolicy(rawValue: configuration.restorePolicy) ?? .transfer,
+                                    policy: PurchaseEngine.Policy(requireAccountToken: configuration.requireAccountToken,
+                                                                  rejectStalePurchases: configuration.rejectStalePurchases,
+                                                                  clockSkewMs: Int64(configuration.clockSkew * 1000)))
         let service = BillingService(orders: orders, purchases: engine, health: health) { requestID, detail in
             logger.log(.error, "storage error", [("request_id", .string(requestID)), ("error", .string(detail))])
         }

@@ -12,6 +12,12 @@ public struct Configuration: Sendable, Equatable {
     public var trustRoots: [String] = []
     public var catalogPath: String?
     public var restorePolicy = "transfer"
+    /// A StoreKit 2 proof must carry `appAccountToken` equal to the order id.
+    public var requireAccountToken = false
+    /// A transaction bought before its order was created (beyond `clockSkew`), or a subscription expired by then, cannot pay it.
+    public var rejectStalePurchases = false
+    /// Seconds of allowance when comparing a purchase date with an order's creation time.
+    public var clockSkew = 300.0
     public var dev = false
     /// Where `--dev` keeps its local test-store CA.
     public var devStore = "teststore"
@@ -47,6 +53,7 @@ public struct Configuration: Sendable, Equatable {
     static let flags: [String: Bool] = [
         "listen": true, "database": true, "threads": true, "max-message-bytes": true, "bundle-id": true,
         "apple-app-id": true, "environments": true, "trust-root": true, "catalog": true, "restore-policy": true,
+        "require-account-token": false, "reject-stale-purchases": false, "clock-skew": true,
         "dev": false, "dev-store": true, "tls-cert": true, "tls-key": true, "tls-client-ca": true, "api-keys": true,
         "metrics-listen": true, "db-pool-size": true, "shutdown-grace": true, "log-level": true,
         "max-concurrent-streams": true, "max-connections": true, "max-in-flight": true, "max-header-list-bytes": true,
@@ -193,6 +200,9 @@ public struct Configuration: Sendable, Equatable {
             guard s == "transfer" || s == "keep" else { throw Invalid(flag: "restore-policy", problem: "'\(s)' is not transfer or keep") }
             c.restorePolicy = s
         }
+        if let b = try bool("require-account-token") { c.requireAccountToken = b }
+        if let b = try bool("reject-stale-purchases") { c.rejectStalePurchases = b }
+        if let d = try seconds("clock-skew", 0...86_400) { c.clockSkew = d }
         if let b = try bool("dev") { c.dev = b }
         if let s = one("dev-store") {
             guard !s.isEmpty else { throw Invalid(flag: "dev-store", problem: "needs a directory") }
@@ -247,6 +257,9 @@ public struct Configuration: Sendable, Equatable {
       --environments LIST          accepted signed environments (default production,sandbox)
       --trust-root PATH            trusted root certificate, DER or PEM (repeatable)
       --restore-policy P           transfer (default) or keep
+      --require-account-token      a StoreKit 2 proof must carry appAccountToken equal to the order id
+      --reject-stale-purchases     refuse a transaction bought before its order (beyond --clock-skew) or a subscription expired by then
+      --clock-skew SECONDS         allowance when comparing a purchase date with the order's creation (default 300)
       --dev                        local use: a test-store CA in --dev-store (default ./teststore), trusted; accepts xcode
       --db-pool-size N             PostgreSQL connections (default 8)
     """

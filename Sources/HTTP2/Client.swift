@@ -39,6 +39,8 @@ public final class Client {
     private var failure: SocketError?
     private var justFinished: [Int32] = []
     private let authority: String
+    /// Sent with every call after its own metadata (e.g. `authorization: Bearer KEY`).
+    public var metadata: [(String, String)] = []
     private let readBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 16)
 
     final class CallState {
@@ -62,7 +64,8 @@ public final class Client {
         tv.tv_sec = timeoutSeconds
         _ = setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
         if let context {
-            let host = serverName ?? String(address[..<(address.lastIndex(of: ":") ?? address.endIndex)])
+            var host = serverName ?? String(address[..<(address.lastIndex(of: ":") ?? address.endIndex)])
+            if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
             let t = try TLSSession(context: context, fd: fd, server: false, hostname: host)
             tls = t
             while true {
@@ -117,6 +120,7 @@ public final class Client {
         ]
         if let timeoutNanoseconds { fields.append(("grpc-timeout", GRPCHeaders.formatTimeout(nanoseconds: timeoutNanoseconds))) }
         fields.append(contentsOf: metadata)
+        fields.append(contentsOf: self.metadata)
         let headers = HeaderList(fields)
         let call = CallState(body: body)
         call.endStream = endStream

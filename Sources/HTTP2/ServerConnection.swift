@@ -32,6 +32,11 @@ final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
     private(set) var peerSubject: String?
     private(set) var closed = false
     private var draining = false
+    /// h2c: the first bytes, held until they show the HTTP/2 preface (or an HTTP/1 request).
+    private var awaitingPreface = false
+    private var prefaceBytes: [UInt8] = []
+    /// An HTTP/1 request was answered in HTTP/1.1; what the peer still sends is read and dropped until it closes.
+    private var discarding = false
     /// The loop's registry that keeps this connection alive.
     weak var owner: LoopConnections?
 
@@ -50,8 +55,8 @@ final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
         loop.register(fd, self, events: EPOLLIN.rawValue | EPOLLRDHUP.rawValue)
         shared.connectionOpened()
         if tls == nil {
-            startSession()
-            flush()
+            // Nothing is sent before the client's first bytes: an HTTP/1.1 client must get an HTTP/1.1 answer.
+            awaitingPreface = true
         } else {
             continueHandshake()
         }
@@ -67,8 +72,14 @@ final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
         nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks, onDataChunk)
         nghttp2_session_callbacks_set_on_stream_close_callback(callbacks, onStreamClose)
         nghttp2_session_callbacks_set_on_frame_send_callback(callbacks, onFrameSend)
+        var option: OpaquePointer?
+        nghttp2_option_new(&option)
+        defer { nghttp2_option_del(option) }
+        // Like grpc-go: a value with leading or trailing whitespace (grpcio sends `authorization: Bearer `
+        // for an empty token) is read, trimmed, and answered, not a stream error.
+        nghttp2_option_set_no_rfc9113_leading_and_trailing_ws_validation(option, 1)
         var s: OpaquePointer?
-        nghttp2_session_server_new(&s, callbacks, Unmanaged.passUnretained(self).toOpaque())
+        nghttp2_session_server_new2(&s, callbacks, Unmanaged.passUnretained(self).toOpaque(), option)
         session = s
         let config = shared.configuration
         var settings = [
@@ -85,8 +96,12 @@ final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
 
     func handle(events: UInt32) {
         if closed { return }
+        if discarding {
+            discardInput()
+            return
+        }
         if session == nil {
-            continueHandshake()
+            if awaitingPreface { sniffPreface() } else { continueHandshake() }
             return
         }
         if events & EPOLLOUT.rawValue != 0 { flush() }
@@ -117,6 +132,56 @@ final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
         case .closed, .failed:
             close()
         }
+    }
+
+    /// h2c: reads the first bytes; HTTP/2 starts once they are the preface, an HTTP/1 request gets an HTTP/1.1 answer.
+    private func sniffPreface() {
+        let buffer = loop.readBuffer
+        let n = Glibc.read(fd, buffer.baseAddress, buffer.count)
+        if n == 0 { return close() }
+        if n < 0 {
+            if errno == EAGAIN || errno == EINTR { return }
+            return close()
+        }
+        lastActivity = Monotonic.now()
+        prefaceBytes.append(contentsOf: UnsafeRawBufferPointer(start: buffer.baseAddress, count: n))
+        let common = min(prefaceBytes.count, Literal.preface.count)
+        if prefaceBytes[..<common].elementsEqual(Literal.preface[..<common]) {
+            if prefaceBytes.count < Literal.preface.count { return }  // the rest of the preface is on its way
+        } else if let first = prefaceBytes.first, first >= UInt8(ascii: "A"), first <= UInt8(ascii: "Z") {
+            return answerHTTP1()
+        }
+        // The preface, or garbage nghttp2 answers with GOAWAY.
+        awaitingPreface = false
+        let bytes = prefaceBytes
+        prefaceBytes = []
+        startSession()
+        let rv = bytes.withUnsafeBufferPointer { nghttp2_session_mem_recv(session, $0.baseAddress, $0.count) }
+        flush()
+        if rv < 0 { return close() }
+        if !closed { readAvailable() }
+    }
+
+    /// An HTTP/1.x request on the gRPC port: one HTTP/1.1 answer, then the connection closes.
+    private func answerHTTP1() {
+        awaitingPreface = false
+        let line = Array(prefaceBytes.prefix { $0 != UInt8(ascii: "\n") })
+        let marker = Array(" HTTP/1.".utf8)
+        let isHTTP1 = line.count >= marker.count && (0...(line.count - marker.count)).contains { line[$0..<($0 + marker.count)].elementsEqual(marker) }
+        prefaceBytes = []
+        let body = "billingd serves gRPC over HTTP/2 only\n"
+        let status = isHTTP1 ? "505 HTTP Version Not Supported" : "400 Bad Request"
+        let answer = "HTTP/1.1 \(status)\r\ncontent-type: text/plain\r\ncontent-length: \(body.utf8.count)\r\nconnection: close\r\n\r\n\(body)"
+        _ = Array(answer.utf8).withUnsafeBytes { writeOut($0) }
+        // Half-close and read until the peer closes, so unread request bytes do not turn our FIN into a reset.
+        Glibc.shutdown(fd, Int32(SHUT_WR))
+        discarding = true
+    }
+
+    private func discardInput() {
+        let buffer = loop.readBuffer
+        let n = Glibc.read(fd, buffer.baseAddress, buffer.count)
+        if n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR) { close() }
     }
 
     private func readAvailable() {
@@ -342,10 +407,19 @@ final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
         streams[streamID] = stream
     }
 
-    fileprivate func header(streamID: Int32, name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>) -> Bool {
+    fileprivate func header(streamID: Int32, name: UnsafeBufferPointer<UInt8>, value rawValue: UnsafeBufferPointer<UInt8>) -> Bool {
         guard let stream = streams[streamID] else { return true }
-        stream.headerBytes += name.count + value.count + 32
-        if stream.headerBytes > shared.configuration.maxHeaderListBytes { return false }
+        stream.headerBytes += name.count + rawValue.count + 32
+        if stream.headerBytes > shared.configuration.maxHeaderListBytes {
+            // Answered with RESOURCE_EXHAUSTED once the block ends; what was kept is dropped now.
+            if !stream.headerListTooLarge {
+                stream.headerListTooLarge = true
+                stream.metadata = []
+            }
+            return true
+        }
+        if stream.headerListTooLarge { return true }
+        let value = trimmed(rawValue)
         // Compare bytes first: most headers are transport details no handler reads.
         if name.first == UInt8(ascii: ":") {
             if same(name, Literal.path) {
@@ -380,6 +454,11 @@ final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
         let cap = shared.configuration.maxDeadlineNanoseconds
         if cap > 0 { stream.capDeadline = stream.startedAt &+ UInt64(cap) }
         if endStream { stream.remoteClosed = true }
+        if stream.headerListTooLarge {
+            let limit = shared.configuration.maxHeaderListBytes
+            fail(stream, RPCError(code: .resourceExhausted, message: "request headers exceed the limit of \(limit) bytes"))
+            return
+        }
         if stream.method != "POST" {
             respondHTTP(stream, status: "405", message: "gRPC calls use POST")
             return
@@ -679,7 +758,7 @@ final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
             return
         }
         var fields: [(String, String)] = [("grpc-status", String(error.code.rawValue)),
-                                          ("grpc-message", GRPCHeaders.percentEncode(error.message))]
+                                          ("grpc-message", GRPCHeaders.grpcMessage(error.message))]
         if let rich = error.richStatus { fields.append(("grpc-status-details-bin", Base64.encode(rich.encoded()))) }
         let trailers = HeaderList(fields)
         nghttp2_submit_trailer(session, stream.id, trailers.nva, trailers.count)
@@ -692,7 +771,7 @@ final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
         var fields: [(String, String)] = [
             (":status", "200"), ("content-type", "application/grpc"),
             ("grpc-status", String(error.code.rawValue)),
-            ("grpc-message", GRPCHeaders.percentEncode(error.message)),
+            ("grpc-message", GRPCHeaders.grpcMessage(error.message)),
         ]
         if let rich = error.richStatus {
             fields.append(("grpc-status-details-bin", Base64.encode(rich.encoded())))
@@ -709,7 +788,7 @@ final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
         stream.responded = true
         let headers = HeaderList([
             (":status", status), ("content-type", "text/plain"),
-            ("grpc-status", String(StatusCode.internal.rawValue)), ("grpc-message", GRPCHeaders.percentEncode(message)),
+            ("grpc-status", String(StatusCode.internal.rawValue)), ("grpc-message", GRPCHeaders.grpcMessage(message)),
         ])
         nghttp2_submit_response(session, stream.id, headers.nva, headers.count, nil)
     }
@@ -721,6 +800,16 @@ private enum Literal {
     static let contentType = Array("content-type".utf8), grpc = Array("application/grpc".utf8)
     static let timeout = Array("grpc-timeout".utf8), te = Array("te".utf8), userAgent = Array("user-agent".utf8)
     static let grpcAcceptEncoding = Array("grpc-accept-encoding".utf8), acceptEncoding = Array("accept-encoding".utf8)
+    static let preface = Array("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".utf8)
+}
+
+/// A field value without the spaces and tabs around it (RFC 9110 5.5: they are not part of the value).
+private func trimmed(_ value: UnsafeBufferPointer<UInt8>) -> UnsafeBufferPointer<UInt8> {
+    guard let base = value.baseAddress else { return value }
+    var start = 0, end = value.count
+    while start < end, value[start] == 0x20 || value[start] == 0x09 { start += 1 }
+    while end > start, value[end - 1] == 0x20 || value[end - 1] == 0x09 { end -= 1 }
+    return UnsafeBufferPointer(start: base + start, count: end - start)
 }
 
 @inline(__always)

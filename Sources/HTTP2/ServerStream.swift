@@ -10,6 +10,8 @@ final class ServerStream {
     var timeout = ""
     var metadata: [(name: String, value: String)] = []
     var headerBytes = 0
+    /// The header block went over `--max-header-list-bytes`: answered RESOURCE_EXHAUSTED, never dispatched.
+    var headerListTooLarge = false
     var handler: UnaryHandler?
     /// Server streaming: the handler, whether headers went out, whether nghttp2 waits for data,
     /// and the status once the writer finished.

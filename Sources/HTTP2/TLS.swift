@@ -96,7 +96,16 @@ final class TLSSession {
         if server {
             SSL_set_accept_state(ssl)
         } else {
-            if let hostname { _ = copenssl_set_sni(ssl, hostname) }
+            if let hostname {
+                // The certificate must name the host dialed: an IP address as an IP SAN, a name as a DNS name.
+                // (Checked only when the context verifies peers; --insecure turns verification off.)
+                let param = SSL_get0_param(ssl)
+                if X509_VERIFY_PARAM_set1_ip_asc(param, hostname) != 1 {
+                    ERR_clear_error()
+                    guard SSL_set1_host(ssl, hostname) == 1 else { throw .tls("cannot verify host name \(hostname)") }
+                    _ = copenssl_set_sni(ssl, hostname)
+                }
+            }
             SSL_set_connect_state(ssl)
         }
     }

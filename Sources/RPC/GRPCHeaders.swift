@@ -33,6 +33,28 @@ public enum GRPCHeaders {
         return "99999999H"
     }
 
+    /// The most of a status message sent back, in UTF-8 bytes before percent-encoding.
+    public static let maxMessageBytes = 1024
+
+    /// `message` cut to `maxBytes` UTF-8 bytes on a character boundary (with `…` when cut), so a
+    /// status never echoes unbounded input.
+    public static func capped(_ message: String, maxBytes: Int = maxMessageBytes) -> String {
+        guard message.utf8.count > maxBytes else { return message }
+        let ellipsis = "…"
+        var out = ""
+        var used = ellipsis.utf8.count
+        for ch in message {
+            let n = ch.utf8.count
+            guard used + n <= maxBytes else { break }
+            out.append(ch)
+            used += n
+        }
+        return out + ellipsis
+    }
+
+    /// The `grpc-message` value: the capped message, percent-encoded.
+    public static func grpcMessage(_ message: String) -> String { percentEncode(capped(message)) }
+
     /// `grpc-message`: percent-encodes bytes outside printable ASCII and `%`.
     public static func percentEncode(_ s: String) -> String {
         var out = [UInt8]()

@@ -29,7 +29,7 @@ public struct RPCError: Error, Sendable, Equatable, CustomStringConvertible {
     public var richStatus: RichStatus? {
         guard let reason else { return nil }
         let info = ErrorInfo(reason: reason, domain: RPCError.domain, metadata: metadata)
-        return RichStatus(code: code.rawValue, message: message,
+        return RichStatus(code: code.rawValue, message: GRPCHeaders.capped(message),
                           details: [AnyMessage(typeURL: ErrorInfo.typeURL, value: info.encoded())])
     }
 

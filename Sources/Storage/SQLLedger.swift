@@ -112,8 +112,13 @@ struct SQLLedger<DB: SQLExecutor>: PurchaseLedger {
                 .text(order.id), .int(Int64(OrderState.pending.rawValue)),
             ])
         }
-        // Another writer moved the order after our read: answer its real state.
-        guard changed == 1 else { throw .orderNotPending(orderID: order.id, state: try self.order(id: order.id)?.state ?? .expired) }
+        // Another writer changed the order after our read (a replica completed it, or expiry ran):
+        // answer the state it is really in, never a COMPLETED it may not be.
+        guard changed == 1 else {
+            guard let current = try self.order(id: order.id) else { throw .orderNotFound(orderID: order.id) }
+            guard current.state != .pending else { throw .storageUnavailable(detail: "order \(order.id) changed during completion; retry") }
+            throw .orderNotPending(orderID: order.id, state: current.state)
+        }
         log?.orders.append(order)
     }
 

@@ -216,9 +216,54 @@ enum LoadCommand {
         let proof: Int?
     }
 
+    /// Runs one connection's share of the load; when connecting fails or the connection drops, counts a
+    /// transport error and connects again after an exponential backoff (50 ms doubling up to 1 s), until the
+    /// run stops or connecting has failed for `giveUpSeconds` in a row.
     static func drive(connection index: Int, s: Settings, options: Options, inputs: Inputs, inFlight: Int, shared: Shared,
                       start: UInt64, tally: inout Tally) throws {
-        let client = try options.client()
+        var backoffMs = 50
+        var lastError = ""
+        var failingSince: UInt64?
+        while !shared.stop.load(ordering: .relaxed) {
+            do {
+                let client: Client
+                do {
+                    client = try options.client()
+                } catch {
+                    let since = failingSince ?? Monotonic.nanos()
+                    failingSince = since
+                    if Monotonic.nanos() - since > UInt64(giveUpSeconds * 1e9) {
+                        tally.transportErrors += 1
+                        FileHandle.standardError.write(Data("billingctl load: connection \(index): \(error); giving up\n".utf8))
+                        return
+                    }
+                    throw error
+                }
+                failingSince = nil
+                backoffMs = 50
+                try drive(client: client, connection: index, s: s, inputs: inputs, inFlight: inFlight, shared: shared,
+                          start: start, tally: &tally)
+                return
+            } catch {
+                tally.transportErrors += 1
+                let text = "\(error)"
+                if text != lastError {
+                    FileHandle.standardError.write(Data("billingctl load: connection \(index): \(text); retrying\n".utf8))
+                    lastError = text
+                }
+            }
+            // Sleep in short steps so a stop (deadline, --requests reached) is seen promptly.
+            let until = Monotonic.nanos() + UInt64(backoffMs) * 1_000_000
+            while Monotonic.nanos() < until && !shared.stop.load(ordering: .relaxed) { usleep(10_000) }
+            backoffMs = min(backoffMs * 2, 1000)
+        }
+    }
+
+    /// How long one connection keeps trying to connect before it gives up.
+    static let giveUpSeconds = 10.0
+
+    static func drive(client: Client, connection index: Int, s: Settings, inputs: Inputs, inFlight: Int, shared: Shared,
+                      start: UInt64, tally: inout Tally) throws {
         client.setReceiveTimeout(milliseconds: 50)
         var pending: [Int32: Pending] = [:]
         var rng = SystemRandomNumberGenerator()

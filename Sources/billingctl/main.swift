@@ -6,7 +6,7 @@ import RPC
 
 /// billingctl: a command-line client for billingd.
 let usage = """
-usage: billingctl [--addr HOST:PORT] [--tls [--ca PATH | --insecure]] [--timeout SECONDS] COMMAND [options]
+usage: billingctl [--addr HOST:PORT] [--tls [--ca PATH | --insecure]] [--api-key KEY] [--timeout SECONDS] COMMAND [options]
 
 commands:
   health [--service NAME]                         grpc.health.v1.Health/Check
@@ -23,11 +23,13 @@ commands:
   demo [--store DIR] [--bundle-id ID] [--product ID]   CreateOrder -> signed purchase -> SubmitReceipt -> retry -> Restore
   load [--mix create=5,get=3,submit=1,receipt=1,restore=1,health=1] [--connections N] [--concurrency N]
         [--requests N] [--duration S] [--rate PER_SECOND] [--max-errors PERCENT] [--json] [--store DIR]
-        bounded load (at most 10M calls, 1 h); counts grpc-status itself; exit 1 above --max-errors (default 0)
+        bounded load (at most 10M calls, 1 h); counts grpc-status itself; exit 1 above --max-errors (default 0);
+        a connection that fails is retried with backoff (up to 1 s), for at most 10 s of failures in a row
   verify FILE|- [--kind transaction|renewal|notification|app-transaction|receipt] --root PATH ... [--bundle-id ID]
         [--environment sandbox,production,xcode] [--app-apple-id N] [--now MS]   offline verdict (exit 3 when refused)
 Values given as @PATH are read from that file. The test store lives in --store (default ./teststore).
-The address defaults to $BILLING_ADDR or 127.0.0.1:50051. Answers print as JSON on stdout;
+The address defaults to $BILLING_ADDR or 127.0.0.1:50051; the API key (sent as authorization: Bearer KEY on
+every call) to $BILLING_API_KEY. With --tls the server's certificate must name the host dialed. Answers print as JSON on stdout;
 errors print as JSON on stderr with exit status 1 (2 for usage errors).
 """
 
@@ -39,6 +41,8 @@ struct Options {
     var tls = false
     var ca: String?
     var insecure = false
+    /// Sent as `authorization: Bearer KEY` on every call.
+    var apiKey = ProcessInfo.processInfo.environment["BILLING_API_KEY"].flatMap { $0.isEmpty ? nil : $0 }
     var timeout = 10.0
     var command = ""
     var positional: [String] = []
@@ -60,6 +64,7 @@ struct Options {
             case "--json": named["json"] = "true"
             case "--ca": ca = try value(a); tls = true
             case "--insecure": insecure = true; tls = true
+            case "--api-key": apiKey = try value(a)
             case "--timeout":
                 guard let t = Double(try value(a)), t > 0 else { throw Usage(message: "--timeout needs a positive number of seconds") }
                 timeout = t
@@ -69,6 +74,10 @@ struct Options {
                     command = a
                 } else if a.hasPrefix("--") {
                     let key = String(a.dropFirst(2))
+                    // A mistyped flag is named as such, before it is taken for one that needs a value.
+                    guard Options.commandFlags.values.contains(where: { $0.contains(key) }) else {
+                        throw Usage(message: "unknown flag \(a)")
+                    }
                     let v = try value(a)
                     named[key] = v
                     repeated[key, default: []].append(v)
@@ -79,11 +88,33 @@ struct Options {
             i += 1
         }
         if command.isEmpty { throw Usage(message: "no command") }
+        if let known = Options.commandFlags[command] {
+            for key in named.keys.sorted() where !known.contains(key) && key != "json" {
+                throw Usage(message: "unknown flag --\(key) for \(command)")
+            }
+        }
     }
+
+    /// The flags each command reads (besides the global ones parsed above).
+    static let commandFlags: [String: Set<String>] = [
+        "health": ["service"],
+        "create-order": ["account", "product", "idempotency-key", "quantity"],
+        "get-order": ["order-id"],
+        "submit-receipt": ["order-id", "signed-transaction", "app-receipt", "transaction-id"],
+        "restore": ["account", "app-receipt", "signed-transaction"],
+        "teststore": ["store", "product", "type", "bundle-id", "environment", "transaction-id", "original-transaction-id",
+                      "app-account-token", "purchase-date", "expires-date", "revocation-date", "quantity", "receipt-type", "purchase"],
+        "demo": ["store", "bundle-id", "product"],
+        "load": ["mix", "scenario", "connections", "concurrency", "requests", "duration", "rate", "max-errors", "store",
+                 "product", "bundle-id"],
+        "verify": ["kind", "root", "bundle-id", "environment", "app-apple-id", "now", "xcode-decode-only"],
+    ]
 
     func client() throws -> Client {
         let context = tls ? try TLSContext(clientCAPath: ca, insecure: insecure) : nil
-        return try Client(address: addr, tls: context, timeoutSeconds: Int(timeout.rounded(.up)))
+        let client = try Client(address: addr, tls: context, timeoutSeconds: Int(timeout.rounded(.up)))
+        if let apiKey { client.metadata = [("authorization", "Bearer " + apiKey)] }
+        return client
     }
 }
 

@@ -91,11 +91,11 @@ struct Harness {
     let store: any OrderStore
     let engine: PurchaseEngine
 
-    init(_ backend: Backend, policy: RestorePolicy = .transfer, catalog: Catalog? = nil) {
+    init(_ backend: Backend, policy: RestorePolicy = .transfer, catalog: Catalog? = nil, rules: PurchaseEngine.Policy = .init()) {
         store = backend.make()
         let clock = ManualClock(milliseconds: Shop.now)
         engine = PurchaseEngine(orders: OrderService(store: store, catalog: catalog, clock: clock), verifier: Shop.verifier(),
-                                restorePolicy: policy, clock: clock)
+                                restorePolicy: policy, policy: rules, clock: clock)
     }
 
     func order(_ account: String = "acct", product: String = "com.example.premium") -> Billing.Order {
@@ -298,5 +298,63 @@ struct PurchaseEngineTests {
         let all = results.withLock { $0 }
         #expect(all.filter { (try? $0.get()) != nil }.count == 1)
         #expect(all.filter { $0.failure == .transactionAlreadyClaimed(transactionID: "9001") }.count == 49)
+    }
+
+    @Test("a retry answers the stored transaction, whatever the retried proof says about it", arguments: Backend.all)
+    func retryAnswersStored(_ backend: Backend) throws {
+        let h = Harness(backend)
+        defer { h.store.close() }
+        let order = h.order()
+        let first = try h.submit(order.id, .signedTransaction(Shop.jws("1101", token: order.id))).get()
+        #expect(h.get(order.id).state == .completed)  // the order now sits in any cache as COMPLETED
+        // The same transaction again, now in an app receipt: no appAccountToken, another purchase date.
+        let receipt = Shop.receipt([("com.example.premium", "1101", Shop.now - 500, nil)])
+        let again = try h.submit(order.id, .appReceipt(receipt)).get()
+        #expect(again.alreadyProcessed)
+        #expect(again.transaction == first.transaction)
+        #expect(again.transaction.appAccountToken == order.id)
+        let signedAgain = try h.submit(order.id, .signedTransaction(Shop.jws("1101", token: order.id, purchase: Shop.now - 700))).get()
+        #expect(signedAgain.transaction == first.transaction)
+    }
+
+    @Test("--require-account-token: a signed transaction must carry the order id; app receipts are exempt", arguments: Backend.all)
+    func requireAccountToken(_ backend: Backend) throws {
+        let h = Harness(backend, rules: .init(requireAccountToken: true))
+        defer { h.store.close() }
+        let order = h.order()
+        #expect(h.submit(order.id, .signedTransaction(Shop.jws("1201"))).failure == .accountTokenMismatch(orderID: order.id))
+        #expect(h.submit(order.id, .signedTransaction(Shop.jws("1202", token: UUID().uuidString.lowercased()))).failure
+            == .accountTokenMismatch(orderID: order.id))
+        #expect(h.get(order.id).state == .pending)
+        #expect(try h.submit(order.id, .signedTransaction(Shop.jws("1203", token: order.id.uppercased()))).get().order.state == .completed)
+        let second = h.order()
+        let receipt = Shop.receipt([("com.example.premium", "1204", Shop.now - 500, nil)])
+        #expect(try h.submit(second.id, .appReceipt(receipt)).get().transaction.transactionID == "1204")
+        // Off by default: no token is fine.
+        let relaxed = Harness(backend)
+        defer { relaxed.store.close() }
+        #expect((try? relaxed.submit(relaxed.order().id, .signedTransaction(Shop.jws("1205"))).get()) != nil)
+    }
+
+    @Test("--reject-stale-purchases: bought before the order beyond the skew, or a subscription expired by then", arguments: Backend.all)
+    func rejectStale(_ backend: Backend) throws {
+        let h = Harness(backend, rules: .init(rejectStalePurchases: true, clockSkewMs: 60_000))
+        defer { h.store.close() }
+        let order = h.order()  // created at Shop.now
+        #expect(h.submit(order.id, .signedTransaction(Shop.jws("1301", purchase: Shop.now - 60_001))).failure
+            == .transactionPredatesOrder(transactionID: "1301"))
+        #expect(h.submit(order.id, .signedTransaction(Shop.jws("1302", product: "com.example.premium", type: "Auto-Renewable Subscription",
+                                                              purchase: Shop.now - 1000, expires: Shop.now - 1))).failure
+            == .transactionPredatesOrder(transactionID: "1302"))
+        // Several receipt records, all stale: the reason is said, not TRANSACTION_NOT_FOUND.
+        let stale = Shop.receipt([("com.example.premium", "1303", Shop.now - 3_600_000, nil), ("com.example.other", "1304", Shop.now, nil)])
+        #expect(h.submit(order.id, .appReceipt(stale)).failure == .transactionPredatesOrder(transactionID: "1303"))
+        #expect(h.get(order.id).state == .pending)
+        // Within the skew pays.
+        #expect(try h.submit(order.id, .signedTransaction(Shop.jws("1305", purchase: Shop.now - 59_000))).get().order.state == .completed)
+        // Off by default: an old purchase pays.
+        let relaxed = Harness(backend)
+        defer { relaxed.store.close() }
+        #expect((try? relaxed.submit(relaxed.order().id, .signedTransaction(Shop.jws("1306", purchase: Shop.now - 86_400_000))).get()) != nil)
     }
 }

@@ -187,3 +187,18 @@ struct WireProbe: ProtoMessage {
     var encodedSize: Int { ProtoSize.string(1, s) }
     func encode(to w: inout ProtoWriter) { w.string(1, s) }
 }
+
+@Suite("grpc-message")
+struct GRPCMessageTests {
+    @Test("a long message is capped at 1 KiB of UTF-8, cut on a character boundary")
+    func capped() {
+        #expect(GRPCHeaders.capped("short") == "short")
+        let long = String(repeating: "é", count: 5000)
+        let cut = GRPCHeaders.capped(long)
+        #expect(cut.utf8.count <= GRPCHeaders.maxMessageBytes)
+        #expect(cut.hasSuffix("…"))
+        #expect(cut.dropLast().allSatisfy { $0 == "é" })
+        let encoded = GRPCHeaders.grpcMessage(String(repeating: "x", count: 60_000))
+        #expect(GRPCHeaders.percentDecode(encoded).utf8.count <= GRPCHeaders.maxMessageBytes)
+    }
+}

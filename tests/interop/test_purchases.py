@@ -282,3 +282,44 @@ def test_quantity_must_match(shop):
     assert info.metadata["field"] == "quantity"
     done = shop.submit(order.order_id, shop.jws(quantity=3))
     assert done.order.quantity == 3 and done.transaction.quantity == 3
+
+
+def test_require_account_token():
+    s = Shop("--require-account-token")
+    try:
+        order = s.order("token")
+        expect_error(lambda: s.submit(order.order_id, s.jws()), grpc.StatusCode.PERMISSION_DENIED, "ACCOUNT_TOKEN_MISMATCH")
+        assert s.submit(order.order_id, s.jws(app_account_token=order.order_id)).order.state == pb.ORDER_STATE_COMPLETED
+        # App receipts carry no token and are not affected.
+        other = s.order("token")
+        assert s.submit(other.order_id, receipt=s.receipt(f"com.example.premium:{uuid.uuid4().int % 10**12}")).order.state \
+            == pb.ORDER_STATE_COMPLETED
+    finally:
+        s.close()
+
+
+def test_reject_stale_purchases_from_environment(monkeypatch):
+    monkeypatch.setenv("BILLING_REJECT_STALE_PURCHASES", "true")
+    monkeypatch.setenv("BILLING_CLOCK_SKEW", "60")
+    s = Shop()
+    try:
+        order = s.order("stale")
+        now = int(time.time() * 1000)
+        info = expect_error(lambda: s.submit(order.order_id, s.jws(transaction_id="800001", purchase_date=now - 3_600_000)),
+                            grpc.StatusCode.FAILED_PRECONDITION, "TRANSACTION_PREDATES_ORDER")
+        assert info.metadata["transaction_id"] == "800001"
+        expect_error(lambda: s.submit(order.order_id, s.jws(type="auto_renewable_subscription", purchase_date=now - 30_000,
+                                                             expires_date=now - 20_000)),
+                     grpc.StatusCode.FAILED_PRECONDITION, "TRANSACTION_PREDATES_ORDER")
+        assert s.submit(order.order_id, s.jws(purchase_date=now - 30_000)).order.state == pb.ORDER_STATE_COMPLETED
+    finally:
+        s.close()
+
+
+def test_purchase_rule_flags_are_checked():
+    for flags in (["--clock-skew", "soon"], ["--reject-stale-purchases=maybe"]):
+        r = subprocess.run([binary("billingd"), "--dev", *flags], capture_output=True, text=True, timeout=10)
+        assert r.returncode == 2 and flags[0].split("=")[0] in r.stderr
+    usage = subprocess.run([binary("billingd"), "--help"], capture_output=True, text=True, timeout=10)
+    for flag in ("--require-account-token", "--reject-stale-purchases", "--clock-skew"):
+        assert flag in usage.stdout + usage.stderr
