@@ -26,6 +26,10 @@ public struct Configuration: Sendable, Equatable {
     public var tlsClientCA: String?
     public var apiKeys: String?
     public var metricsListen: String?
+    /// App Store Server Notifications v2 endpoint (HTTP/1.1 and h2c, TLS when a certificate is given).
+    public var notificationsListen: String?
+    public var notificationsTLSCert: String?
+    public var notificationsTLSKey: String?
     public var dbPoolSize = 8
     public var shutdownGrace = 20.0
     public var logLevel = LogLevel.info
@@ -55,7 +59,7 @@ public struct Configuration: Sendable, Equatable {
         "apple-app-id": true, "environments": true, "trust-root": true, "catalog": true, "restore-policy": true,
         "require-account-token": false, "reject-stale-purchases": false, "clock-skew": true,
         "dev": false, "dev-store": true, "tls-cert": true, "tls-key": true, "tls-client-ca": true, "api-keys": true,
-        "metrics-listen": true, "db-pool-size": true, "shutdown-grace": true, "log-level": true,
+        "metrics-listen": true, "notifications-listen": true, "notifications-tls-cert": true, "notifications-tls-key": true, "db-pool-size": true, "shutdown-grace": true, "log-level": true,
         "max-concurrent-streams": true, "max-connections": true, "max-in-flight": true, "max-header-list-bytes": true,
         "max-deadline": true, "idle-timeout": true, "order-ttl": true, "help": false, "version": false,
     ]
@@ -137,13 +141,14 @@ public struct Configuration: Sendable, Equatable {
             }
             return path
         }
-        if let s = one("listen") {
+        func hostPort(_ flag: String, _ s: String) throws(Invalid) -> String {
             guard let colon = s.lastIndex(of: ":"), let port = Int(s[s.index(after: colon)...]), (0...65535).contains(port),
                   colon != s.startIndex || s.hasPrefix(":") else {
-                throw Invalid(flag: "listen", problem: "'\(s)' is not HOST:PORT")
+                throw Invalid(flag: flag, problem: "'\(s)' is not HOST:PORT")
             }
-            c.listen = s
+            return s
         }
+        if let s = one("listen") { c.listen = try hostPort("listen", s) }
         if let s = one("database") {
             guard s.hasPrefix("sqlite:") || s.hasPrefix("postgres://") || s.hasPrefix("postgresql://") else {
                 throw Invalid(flag: "database", problem: "'\(s)' is neither sqlite:PATH nor postgres://user@host:port/db")
@@ -218,7 +223,17 @@ public struct Configuration: Sendable, Equatable {
             if c.tlsCert == nil { throw Invalid(flag: "tls-client-ca", problem: "needs --tls-cert and --tls-key") }
         }
         if let s = one("api-keys") { c.apiKeys = try file("api-keys", s) }
-        if let s = one("metrics-listen") { c.metricsListen = s }
+        if let s = one("metrics-listen") { c.metricsListen = try hostPort("metrics-listen", s) }
+        if let s = one("notifications-listen") { c.notificationsListen = try hostPort("notifications-listen", s) }
+        if let s = one("notifications-tls-cert") { c.notificationsTLSCert = try file("notifications-tls-cert", s) }
+        if let s = one("notifications-tls-key") { c.notificationsTLSKey = try file("notifications-tls-key", s) }
+        if (c.notificationsTLSCert == nil) != (c.notificationsTLSKey == nil) {
+            throw Invalid(flag: c.notificationsTLSCert == nil ? "notifications-tls-cert" : "notifications-tls-key",
+                          problem: "--notifications-tls-cert and --notifications-tls-key go together")
+        }
+        if c.notificationsTLSCert != nil && c.notificationsListen == nil {
+            throw Invalid(flag: "notifications-tls-cert", problem: "needs --notifications-listen")
+        }
         if let n = try int("db-pool-size", 1...1024) { c.dbPoolSize = n }
         if let s = one("shutdown-grace") {
             guard let d = Double(s), d >= 0, d <= 3600 else { throw Invalid(flag: "shutdown-grace", problem: "'\(s)' is not a number of seconds from 0 to 3600") }
@@ -247,6 +262,8 @@ public struct Configuration: Sendable, Equatable {
       --order-ttl SECONDS          PENDING orders older than this become EXPIRED (default 0: never)
       --api-keys PATH              require API keys (CONFIG.md format)
       --metrics-listen HOST:PORT   Prometheus /metrics, /healthz, /readyz over HTTP/1.1
+      --notifications-listen HOST:PORT   App Store Server Notifications v2: POST /appstore/notifications (HTTP/1.1 and h2c)
+      --notifications-tls-cert PATH --notifications-tls-key PATH   serve that endpoint over TLS (ALPN h2, http/1.1)
       --catalog PATH               product catalog JSON
       --tls-cert PATH --tls-key PATH   serve TLS with ALPN h2
       --tls-client-ca PATH         require client certificates signed by this CA

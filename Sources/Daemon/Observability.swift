@@ -10,12 +10,15 @@ final class BillingMetrics: Sendable {
     let calls: CallMetrics
     let db: Histogram
     let verifications: Counter
+    let notifications: Counter
 
     init(version: String) {
         calls = registry.callMetrics(prefix: "billingd_rpc")
         db = registry.histogram("billingd_db_duration_seconds", help: "Database operation latency, queueing included.", labels: ["op"])
         verifications = registry.counter("billingd_verifications_total", help: "Proof verifications, by kind and result.",
                                          labels: ["kind", "result"])
+        notifications = registry.counter("billingd_notifications_total",
+                                         help: "App Store Server Notifications received, by type and result.", labels: ["type", "result"])
         registry.gauge("billingd_build_info", help: "Build information; the value is always 1.", labels: [("version", version)]) { 1 }
     }
 

@@ -12,6 +12,8 @@ public struct UnaryResponse: Sendable {
     public var trailers: [(name: String, value: String)] = []
     /// The response message without its prefix (empty on error).
     public var message: [UInt8] = []
+    /// The whole response body as received (for calls that are not gRPC).
+    public var body: [UInt8] = []
     /// From `grpc-status` (trailers, or headers of a trailers-only answer).
     public var code: StatusCode = .unknown
     /// `grpc-message`, percent-decoded.
@@ -173,8 +175,19 @@ public final class Client {
         guard let call = calls.removeValue(forKey: id) else { return UnaryResponse() }
         var r = call.response
         if call.data.count >= 5 { r.message = Array(call.data[5...]) }
+        r.body = call.data
         return r
     }
+
+    /// Takes the body bytes received so far for a call that is still open (server streaming).
+    public func takeData(_ id: Int32) -> [UInt8] {
+        guard let call = calls[id] else { return [] }
+        defer { call.data.removeAll(keepingCapacity: true) }
+        return call.data
+    }
+
+    /// The answer headers and status so far of a call that is still open.
+    public func response(_ id: Int32) -> UnaryResponse? { calls[id]?.response }
 
     public func isDone(_ id: Int32) -> Bool { calls[id]?.done ?? true }
 

@@ -29,8 +29,10 @@ enum JSON {
         return "{\n" + present.joined(separator: ",\n") + "\n" + String(repeating: "  ", count: indent) + "}"
     }
 
-    static func order(_ o: Order, indent: Int = 0) -> String {
-        object([
+    static func order(_ o: Order, indent: Int = 0) -> String { object(orderFields(o), indent: indent) }
+
+    static func orderFields(_ o: Order) -> [(String, String?)] {
+        [
             ("orderId", o.orderID.isEmpty ? nil : quote(o.orderID)),
             ("accountId", o.accountID.isEmpty ? nil : quote(o.accountID)),
             ("productId", o.productID.isEmpty ? nil : quote(o.productID)),
@@ -40,7 +42,7 @@ enum JSON {
             ("transactionId", o.transactionID.isEmpty ? nil : quote(o.transactionID)),
             ("environment", o.environment == .unspecified ? nil : quote(o.environment.description)),
             ("quantity", o.quantity == 0 ? nil : String(o.quantity)),
-        ], indent: indent)
+        ]
     }
 
     static func error(_ e: RPCError) -> String {
@@ -75,13 +77,36 @@ extension JSON {
         ])
     }
 
-    static func entitlement(_ e: Entitlement, indent: Int) -> String {
-        object([
+    static func entitlement(_ e: Entitlement, indent: Int) -> String { object(entitlementFields(e), indent: indent) }
+
+    static func entitlementFields(_ e: Entitlement) -> [(String, String?)] {
+        [
             ("productId", quote(e.productID)), ("productType", quote(e.productType.description)),
             ("originalTransactionId", quote(e.originalTransactionID)), ("latestTransactionId", quote(e.latestTransactionID)),
             ("purchaseTimeMs", quote(String(e.purchaseTimeMs))), ("expiresTimeMs", e.expiresTimeMs == 0 ? nil : quote(String(e.expiresTimeMs))),
             ("active", e.active ? "true" : "false"), ("orderId", e.orderID.isEmpty ? nil : quote(e.orderID)),
-        ], indent: indent)
+            ("revocationTimeMs", e.revocationTimeMs == 0 ? nil : quote(String(e.revocationTimeMs))),
+            ("gracePeriodExpiresTimeMs", e.gracePeriodExpiresTimeMs == 0 ? nil : quote(String(e.gracePeriodExpiresTimeMs))),
+            ("autoRenew", e.autoRenew ? "true" : nil),
+            ("environment", e.environment.rawValue == 0 ? nil : quote(e.environment.description)),
+        ]
+    }
+
+    /// One event on one line (for `events`, one line each).
+    static func event(_ e: Event) -> String {
+        line([
+            ("cursor", quote(String(e.cursor))), ("type", quote(e.type.description)), ("timeMs", quote(String(e.timeMs))),
+            ("accountId", quote(e.accountID)), ("cause", quote(e.cause)),
+            ("notificationUuid", e.notificationUUID.isEmpty ? nil : quote(e.notificationUUID)),
+            ("transactionId", e.transactionID.isEmpty ? nil : quote(e.transactionID)),
+            ("order", e.order.map { line(orderFields($0)) }),
+            ("entitlement", e.entitlement.map { line(entitlementFields($0)) }),
+        ])
+    }
+
+    /// An object on one line.
+    static func line(_ fields: [(String, String?)]) -> String {
+        "{" + fields.compactMap { k, v in v.map { "\(quote(k)): \($0)" } }.joined(separator: ", ") + "}"
     }
 
     static func restoreResponse(_ r: RestorePurchasesResponse) -> String {

@@ -17,7 +17,7 @@ enum TestStoreCommand {
     static func randomTransactionID() -> String { "2" + String(format: "%015llu", UInt64.random(in: 0..<1_000_000_000_000_000)) }
 
     static func run(_ options: Options) throws {
-        guard let sub = options.positional.first else { throw Usage(message: "teststore needs init, transaction or receipt") }
+        guard let sub = options.positional.first else { throw Usage(message: "teststore needs init, transaction, receipt or notification") }
         let dir = options.named["store"] ?? (sub == "init" ? options.positional.dropFirst().first : nil) ?? "teststore"
         switch sub {
         case "init":
@@ -28,6 +28,8 @@ enum TestStoreCommand {
         case "transaction":
             let store = try TestStore.open(directory: dir, create: false)
             print(try store.signedTransaction(transaction(options)))
+        case "notification":
+            try AfterSaleCommands.notification(options, store: try TestStore.open(directory: dir, create: false))
         case "receipt":
             let store = try TestStore.open(directory: dir, create: false)
             var purchases: [AppReceipt.InAppPurchase] = []

@@ -20,6 +20,13 @@ commands:
         [--app-account-token UUID] [--purchase-date MS] [--expires-date MS] [--revocation-date MS] [--quantity N] [--store DIR]
   teststore receipt [--bundle-id ID] [--receipt-type Xcode|ProductionSandbox|Production]
         --purchase PRODUCT:TRANSACTION_ID[:PURCHASE_MS[:EXPIRES_MS]] ... [--store DIR]
+  entitlements ACCOUNT [--include-inactive]         GetEntitlements, from the service's own records
+  events [--after CURSOR] [--account ID] [--limit N] [--follow]   ListEvents, one JSON line each; --follow streams
+        (WatchEvents) until interrupted; the next cursor goes to stderr
+  notify URL FILE|-                                  POST an App Store notification body (HTTP/2; https:// for TLS)
+  teststore notification --type TYPE [--subtype S] [--uuid U] [--signed-date MS] [--environment E] [--bundle-id ID]
+        [--app-apple-id N] [--product ID ... (the transaction flags above)] [--auto-renew-status 0|1]
+        [--grace-period-expires-date MS]          a signed notification, printed as the body Apple posts
   demo [--store DIR] [--bundle-id ID] [--product ID]   CreateOrder -> signed purchase -> SubmitReceipt -> retry -> Restore
   load [--mix create=5,get=3,submit=1,receipt=1,restore=1,health=1] [--connections N] [--concurrency N]
         [--requests N] [--duration S] [--rate PER_SECOND] [--max-errors PERCENT] [--json] [--store DIR]
@@ -62,6 +69,7 @@ struct Options {
             case "--addr": addr = try value(a)
             case "--tls": tls = true
             case "--json": named["json"] = "true"
+            case "--follow", "--include-inactive": named[String(a.dropFirst(2))] = "true"
             case "--ca": ca = try value(a); tls = true
             case "--insecure": insecure = true; tls = true
             case "--api-key": apiKey = try value(a)
@@ -103,7 +111,11 @@ struct Options {
         "submit-receipt": ["order-id", "signed-transaction", "app-receipt", "transaction-id"],
         "restore": ["account", "app-receipt", "signed-transaction"],
         "teststore": ["store", "product", "type", "bundle-id", "environment", "transaction-id", "original-transaction-id",
-                      "app-account-token", "purchase-date", "expires-date", "revocation-date", "quantity", "receipt-type", "purchase"],
+                      "app-account-token", "purchase-date", "expires-date", "revocation-date", "quantity", "receipt-type", "purchase",
+                      "subtype", "uuid", "signed-date", "app-apple-id", "auto-renew-status", "grace-period-expires-date"],
+        "entitlements": ["account", "include-inactive"],
+        "events": ["after", "account", "limit", "follow"],
+        "notify": [],
         "demo": ["store", "bundle-id", "product"],
         "load": ["mix", "scenario", "connections", "concurrency", "requests", "duration", "rate", "max-errors", "store",
                  "product", "bundle-id"],
@@ -180,6 +192,12 @@ func run() throws {
         for jws in options.repeated["signed-transaction"] ?? [] { req.signedTransactions.append(try readValue(jws)) }
         let r = try call(options, "billing.v1.Billing/RestorePurchases", req, RestorePurchasesResponse.self)
         print(JSON.restoreResponse(r))
+    case "entitlements":
+        try AfterSaleCommands.entitlements(options)
+    case "events":
+        try AfterSaleCommands.events(options)
+    case "notify":
+        try AfterSaleCommands.notify(options)
     case "teststore":
         try TestStoreCommand.run(options)
     case "demo":

@@ -17,7 +17,8 @@ def test_reflection_lists_describes_and_calls(server):
         assert set(db.get_services()) == {"billing.v1.Billing", "grpc.health.v1.Health"}
         pool = DescriptorPool(db)
         svc = pool.FindServiceByName("billing.v1.Billing")
-        assert [m.name for m in svc.methods] == ["CreateOrder", "SubmitReceipt", "RestorePurchases", "GetOrder"]
+        assert [m.name for m in svc.methods] == ["CreateOrder", "SubmitReceipt", "RestorePurchases", "GetOrder", "GetEntitlements",
+                                                   "ListEvents", "WatchEvents"]
         create = svc.methods_by_name["CreateOrder"]
         Req = message_factory.GetMessageClass(create.input_type)
         Resp = message_factory.GetMessageClass(create.output_type)

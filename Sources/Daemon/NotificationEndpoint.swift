@@ -1,0 +1,91 @@
+import Billing
+import BillingService
+import Foundation
+import HTTPFront
+
+/// `POST /appstore/notifications` (CONFIG.md): statuses, the log line per delivery and the metric.
+/// 200 only once the notification's effect (or the record that it needed none) is durable; 400 with
+/// `{"error": REASON}` when the body or a signature cannot be trusted (nothing recorded); 503 while the
+/// database is unreachable or the server drains; 404, 405, 413, 415 for other paths, methods, sizes, types.
+struct NotificationEndpoint: Sendable {
+    static let path = "/appstore/notifications"
+    /// The types Apple documents; any other is counted as OTHER so the metric's labels stay bounded.
+    static let knownTypes: Set<String> = [
+        "CONSUMPTION_REQUEST", "DID_CHANGE_RENEWAL_PREF", "DID_CHANGE_RENEWAL_STATUS", "DID_FAIL_TO_RENEW", "DID_RENEW", "EXPIRED",
+        "EXTERNAL_PURCHASE_TOKEN", "GRACE_PERIOD_EXPIRED", "METADATA_UPDATE", "MIGRATION", "OFFER_REDEEMED", "ONE_TIME_CHARGE",
+        "PRICE_CHANGE", "PRICE_INCREASE", "REFUND", "REFUND_DECLINED", "REFUND_REVERSED", "RENEWAL_EXTENDED", "RENEWAL_EXTENSION",
+        "RESCIND_CONSENT", "REVOKE", "SUBSCRIBED", "TEST",
+    ]
+
+    let processor: NotificationProcessor
+    let logger: Logger
+    let metrics: BillingMetrics
+    /// False while draining or while the database is unreachable.
+    let available: @Sendable () -> Bool
+
+    static func json(_ status: Int, _ object: [String: String]) -> HTTPResponse {
+        let body = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data("{}".utf8)
+        return HTTPResponse(status: status, contentType: "application/json", body: [UInt8](body))
+    }
+
+    /// Answers what needs no body: the path, the method, the content type, availability.
+    func precheck(_ request: HTTPRequest) -> HTTPResponse? {
+        guard request.path == Self.path else { return Self.json(404, ["error": "NOT_FOUND"]) }
+        guard request.method == "POST" else {
+            var r = Self.json(405, ["error": "METHOD_NOT_ALLOWED"])
+            r.headers.append(("allow", "POST"))
+            return r
+        }
+        let type = request.header("content-type")?.split(separator: ";").first?.trimmingCharacters(in: .whitespaces).lowercased()
+        guard type == "application/json" else { return Self.json(415, ["error": "UNSUPPORTED_MEDIA_TYPE"]) }
+        guard available() else {
+            record(nil, "unavailable", status: 503, started: DispatchTime.now(), peer: request.peer)
+            var r = Self.json(503, ["error": "STORAGE_UNAVAILABLE"])
+            r.headers.append(("retry-after", "5"))
+            return r
+        }
+        return nil
+    }
+
+    func handle(_ request: HTTPRequest, _ respond: @escaping @Sendable (HTTPResponse) -> Void) {
+        let started = DispatchTime.now()
+        let body = request.body, peer = request.peer
+        // Verification costs two or three ES256 checks: off the front's threads.
+        DispatchQueue.global().async { [self] in
+            processor.process(body: body) { outcome, summary in
+                switch outcome {
+                case .done(let result):
+                    record(summary, result.rawValue, status: 200, started: started, peer: peer)
+                    respond(Self.json(200, ["result": result.rawValue]))
+                case .rejected(let reason, let detail):
+                    record(summary, "rejected", status: 400, started: started, peer: peer, reason: reason, detail: detail)
+                    respond(Self.json(400, ["error": reason]))
+                case .unavailable(let detail):
+                    record(summary, "unavailable", status: 503, started: started, peer: peer, detail: detail)
+                    var r = Self.json(503, ["error": "STORAGE_UNAVAILABLE"])
+                    r.headers.append(("retry-after", "5"))
+                    respond(r)
+                }
+            }
+        }
+    }
+
+    /// One log line (never the payload) and the metric.
+    private func record(_ s: NotificationProcessor.Summary?, _ result: String, status: Int, started: DispatchTime, peer: String,
+                        reason: String? = nil, detail: String? = nil) {
+        let type = s.map { Self.knownTypes.contains($0.type) ? $0.type : ($0.type.isEmpty ? "UNKNOWN" : "OTHER") } ?? "UNKNOWN"
+        metrics.notifications.inc([type, result])
+        var fields: [(String, Logger.LogValue)] = [("status", .int(status)), ("result", .string(result))]
+        if let s {
+            if !s.uuid.isEmpty { fields.append(("notification_uuid", .string(s.uuid))) }
+            if !s.type.isEmpty { fields.append(("type", .string(String(s.type.prefix(64))))) }
+            if !s.subtype.isEmpty { fields.append(("subtype", .string(String(s.subtype.prefix(64))))) }
+            if !s.environment.isEmpty { fields.append(("environment", .string(String(s.environment.prefix(32))))) }
+        }
+        if let reason { fields.append(("reason", .string(reason))) }
+        if let detail { fields.append(("error", .string(String(detail.prefix(300))))) }
+        fields.append(("duration_ms", .millis(DispatchTime.now().uptimeNanoseconds - started.uptimeNanoseconds)))
+        fields.append(("peer", .string(peer)))
+        logger.log(status == 200 ? .info : .warning, "notification", fields)
+    }
+}
