@@ -24,6 +24,7 @@ let package = Package(
         .systemLibrary(name: "CSystem"),
         .systemLibrary(name: "CLibPQ", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+        .systemLibrary(name: "CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
 
         // Pure Swift layers.
         .target(name: "ProtoWire", exclude: ["README.md"], swiftSettings: strict),
@@ -37,11 +38,12 @@ let package = Package(
         // Wrappers around C.
         .target(name: "Crypto", dependencies: ["COpenSSL"], exclude: ["README.md"], swiftSettings: strict),
         .target(name: "HTTP2", dependencies: ["CNGHTTP2", "COpenSSL", "CSystem", "RPC", "ProtoWire"], exclude: ["README.md"], swiftSettings: strict),
+        .target(name: "HTTPFront", dependencies: ["CMicroHTTPD", "CNGHTTP2", "COpenSSL", "CSystem", "HTTP2"], exclude: ["README.md"], swiftSettings: strict),
         .target(name: "Storage", dependencies: ["CSQLite", "CLibPQ", "Billing"], exclude: ["README.md"], swiftSettings: strict),
 
         .target(
             name: "Daemon",
-            dependencies: ["HTTP2", "RPC", "Billing", "BillingService", "Storage", "AppStore", "Crypto", "Metrics"],
+            dependencies: ["HTTP2", "HTTPFront", "RPC", "Billing", "BillingService", "Storage", "AppStore", "Crypto", "Metrics"],
             exclude: ["README.md"], swiftSettings: strict),
 
         // Executables.
@@ -66,9 +68,10 @@ let package = Package(
             name: "PurchaseTests", dependencies: ["TestSupport", "Billing", "BillingService", "AppStore", "Crypto", "Storage"],
             swiftSettings: strict),
         .testTarget(name: "StorageTests", dependencies: ["TestSupport", "Storage", "Billing"], swiftSettings: strict),
+        .testTarget(name: "HTTPFrontTests", dependencies: ["TestSupport", "HTTPFront"], swiftSettings: strict),
         .testTarget(
             name: "ServerTests",
-            dependencies: ["Daemon", "HTTP2", "RPC", "Billing", "BillingService", "BillingAPI", "Storage", "ProtoWire"],
+            dependencies: ["TestSupport", "Daemon", "HTTP2", "RPC", "Billing", "BillingService", "BillingAPI", "Storage", "ProtoWire"],
             swiftSettings: strict),
     ],
     swiftLanguageModes: [.v6]

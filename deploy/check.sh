@@ -69,10 +69,11 @@ else
   else
     bad "static release build" "$(tail -5 /tmp/deploy-build.log)"
   fi
-  CACHE=/var/cache/billingd-rootfs.tar
+  PACKAGES=libnghttp2-14,libssl3,libsqlite3-0,libpq5,libmicrohttpd12,ca-certificates
+  # One cached rootfs per package list: a list that grows must not reuse an older tree.
+  CACHE=/var/cache/billingd-rootfs-$(echo "$PACKAGES" | sha256sum | cut -c1-12).tar
   FS=$(mktemp -d /tmp/billingd-rootfs.XXXXXX)
   chmod 0755 "$FS"  # mktemp makes it 0700: the non-root user must traverse /
-  PACKAGES=libnghttp2-14,libssl3,libsqlite3-0,libpq5,ca-certificates
   if [ ! -f "$CACHE" ]; then
     if debootstrap --variant=minbase --include="$PACKAGES" bookworm "$FS" http://deb.debian.org/debian >/tmp/deploy-debootstrap.log 2>&1; then
       tar -C "$FS" -cf "$CACHE" .

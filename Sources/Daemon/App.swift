@@ -4,6 +4,7 @@ public import BillingService
 import Crypto
 import Foundation
 import HTTP2
+import HTTPFront
 import Metrics
 public import RPC
 import Synchronization
@@ -17,7 +18,7 @@ public final class App: Sendable {
     private let store: any OrderStore
     private let server: Server
     private let metrics: BillingMetrics
-    private let metricsServer: MetricsServer?
+    private let metricsServer: HTTPFront?
     private let expiryStopped = Atomic<Bool>(false)
 
     /// Why billingd could not start: one line for the operator.
@@ -123,16 +124,22 @@ public final class App: Sendable {
         }
         if let listen = configuration.metricsListen {
             do {
-                metricsServer = try MetricsServer(listen: listen) { path in
-                    switch path {
-                    case "/metrics": return (200, "text/plain; version=0.0.4; charset=utf-8", registry.render())
-                    case "/healthz": return (200, "text/plain", "ok\n")
-                    case "/readyz":
-                        let ready = storeForReady.isReachable() && health.status(of: "") == .serving
-                        return ready ? (200, "text/plain", "ready\n") : (503, "text/plain", "not ready\n")
-                    default: return (404, "text/plain", "not found\n")
+                metricsServer = try HTTPFront(configuration: HTTPFrontConfiguration(listen: listen), precheck: { request in
+                    request.method == "GET" || request.method == "HEAD" ? nil : HTTPResponse(status: 405, contentType: "text/plain", text: "only GET\n")
+                }, handler: { request, respond in
+                    // Off the server's threads: readiness asks the database.
+                    DispatchQueue.global().async {
+                        switch request.path {
+                        case "/metrics":
+                            respond(HTTPResponse(status: 200, contentType: "text/plain; version=0.0.4; charset=utf-8", text: registry.render()))
+                        case "/healthz": respond(HTTPResponse(status: 200, contentType: "text/plain", text: "ok\n"))
+                        case "/readyz":
+                            let ready = storeForReady.isReachable() && health.status(of: "") == .serving
+                            respond(HTTPResponse(status: ready ? 200 : 503, contentType: "text/plain", text: ready ? "ready\n" : "not ready\n"))
+                        default: respond(HTTPResponse(status: 404, contentType: "text/plain", text: "not found\n"))
+                        }
                     }
-                }
+                })
             } catch {
                 throw StartError(description: "billingd: --metrics-listen: \(error)")
             }

@@ -187,8 +187,8 @@ public final class EventLoop: @unchecked Sendable {
 }
 
 /// Monotonic nanoseconds.
-enum Monotonic {
-    static func now() -> UInt64 {
+package enum Monotonic {
+    package static func now() -> UInt64 {
         var ts = timespec()
         clock_gettime(CLOCK_MONOTONIC, &ts)
         return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)

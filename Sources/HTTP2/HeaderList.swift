@@ -1,16 +1,16 @@
-import CNGHTTP2
+package import CNGHTTP2
 
 /// A block of header fields laid out once in C memory as `nghttp2_nv`s.
 ///
 /// The common blocks are built at start and live for the process;
 /// per-call blocks live for the submit call that copies them.
-final class HeaderList: @unchecked Sendable {
+package final class HeaderList: @unchecked Sendable {
     // Sendable: immutable after init; nghttp2 only reads it.
-    let nva: UnsafeMutablePointer<nghttp2_nv>
-    let count: Int
+    package let nva: UnsafeMutablePointer<nghttp2_nv>
+    package let count: Int
     private let storage: UnsafeMutableRawPointer
 
-    init(_ fields: [(String, String)]) {
+    package init(_ fields: [(String, String)]) {
         var total = 0
         for (n, v) in fields { total += n.utf8.count + v.utf8.count }
         storage = .allocate(byteCount: max(total, 1), alignment: 1)

@@ -145,13 +145,7 @@ final class Listener: EventHandler, @unchecked Sendable {
 
     func handle(events: UInt32) {
         for _ in 0..<64 {
-            var address = SocketAddress()
-            address.length = socklen_t(MemoryLayout<sockaddr_storage>.size)
-            let client = withUnsafeMutablePointer(to: &address.storage) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                    csystem_accept4(fd, $0, &address.length, Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue))
-                }
-            }
+            let (client, address) = Sockets.accept(fd)
             if client < 0 {
                 if errno == EMFILE || errno == ENFILE {
                     // Out of descriptors: a level-triggered listener would spin; look again in 100 ms.

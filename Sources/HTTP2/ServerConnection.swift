@@ -843,21 +843,10 @@ private let onHeader: nghttp2_on_header_callback = { _, frame, name, namelen, va
 }
 
 private let onFrameRecv: nghttp2_on_frame_recv_callback = { _, frame, userData in
-    guard let frame else { return 0 }
-    let conn = connection(userData)
-    let id = frame.pointee.hd.stream_id
-    let endStream = frame.pointee.hd.flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0
-    switch UInt32(frame.pointee.hd.type) {
-    case NGHTTP2_HEADERS.rawValue:
-        if frame.pointee.headers.cat == NGHTTP2_HCAT_REQUEST {
-            conn.headersComplete(streamID: id, endStream: endStream)
-        } else if endStream {
-            conn.requestEnded(streamID: id)  // trailers from the client end its request
-        }
-    case NGHTTP2_DATA.rawValue:
-        if endStream { conn.requestEnded(streamID: id) }
-    default:
-        break
+    switch frame.flatMap(RequestFrame.init) {
+    case .headers(let id, let endStream): connection(userData).headersComplete(streamID: id, endStream: endStream)
+    case .ended(let id): connection(userData).requestEnded(streamID: id)
+    case nil: break
     }
     return 0
 }

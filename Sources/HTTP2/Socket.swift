@@ -1,5 +1,5 @@
 import CNGHTTP2
-import CSystem
+package import CSystem
 import Glibc
 
 /// Errors of the socket layer: the environment or the peer, never misuse.
@@ -21,20 +21,22 @@ public enum SocketError: Error, CustomStringConvertible, Sendable {
 
 /// One place that turns a failed system call into a Swift error.
 @inline(__always)
-func check(_ call: String, _ result: Int32) throws(SocketError) -> Int32 {
+package func check(_ call: String, _ result: Int32) throws(SocketError) -> Int32 {
     if result < 0 { throw .system(call: call, errno: errno) }
     return result
 }
 
 /// A resolved socket address, IPv4 or IPv6.
-struct SocketAddress: Sendable {
-    var storage = sockaddr_storage()
-    var length: socklen_t = 0
+package struct SocketAddress: Sendable {
+    package var storage = sockaddr_storage()
+    package var length: socklen_t = 0
 
-    var family: Int32 { Int32(storage.ss_family) }
+    package init() {}
+
+    package var family: Int32 { Int32(storage.ss_family) }
 
     /// Parses `HOST:PORT` or `[V6]:PORT`; the host is a literal or a name (`localhost`).
-    static func resolve(_ text: String) throws(SocketError) -> SocketAddress {
+    package static func resolve(_ text: String) throws(SocketError) -> SocketAddress {
         var host: String
         var portText: Substring
         if text.hasPrefix("[") {
@@ -66,7 +68,7 @@ struct SocketAddress: Sendable {
     }
 
     /// `HOST:PORT` (IPv6 in brackets).
-    var text: String {
+    package var text: String {
         var host = [CChar](repeating: 0, count: Int(NI_MAXHOST))
         var service = [CChar](repeating: 0, count: Int(NI_MAXSERV))
         var copy = storage
@@ -81,7 +83,7 @@ struct SocketAddress: Sendable {
         return family == AF_INET6 ? "[\(h)]:\(s)" : "\(h):\(s)"
     }
 
-    var port: Int {
+    package var port: Int {
         var copy = storage
         return withUnsafePointer(to: &copy) { p in
             if family == AF_INET6 {
@@ -91,20 +93,20 @@ struct SocketAddress: Sendable {
         }
     }
 
-    func withSockaddr<T>(_ body: (UnsafePointer<sockaddr>, socklen_t) -> T) -> T {
+    package func withSockaddr<T>(_ body: (UnsafePointer<sockaddr>, socklen_t) -> T) -> T {
         var copy = storage
         return withUnsafePointer(to: &copy) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { body($0, length) } }
     }
 }
 
-enum Sockets {
-    static func setInt(_ fd: Int32, _ level: Int32, _ name: Int32, _ value: Int32) {
+package enum Sockets {
+    package static func setInt(_ fd: Int32, _ level: Int32, _ name: Int32, _ value: Int32) {
         var v = value
         _ = setsockopt(fd, level, name, &v, socklen_t(MemoryLayout<Int32>.size))
     }
 
     /// A non-blocking listening socket (SO_REUSEADDR only: a port in use fails here).
-    static func listen(_ address: SocketAddress, backlog: Int32 = 4096) throws(SocketError) -> Int32 {
+    package static func listen(_ address: SocketAddress, backlog: Int32 = 4096) throws(SocketError) -> Int32 {
         let fd = try check("socket", socket(address.family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0))
         setInt(fd, SOL_SOCKET, SO_REUSEADDR, 1)
         let rc = address.withSockaddr { bind(fd, $0, $1) }
@@ -121,8 +123,20 @@ enum Sockets {
         return fd
     }
 
+    /// Accepts one connection, non-blocking and close-on-exec: its socket (or -1 with errno) and the peer's address.
+    package static func accept(_ listener: Int32) -> (fd: Int32, peer: SocketAddress) {
+        var address = SocketAddress()
+        address.length = socklen_t(MemoryLayout<sockaddr_storage>.size)
+        let fd = withUnsafeMutablePointer(to: &address.storage) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                csystem_accept4(listener, $0, &address.length, Int32(SOCK_NONBLOCK.rawValue) | Int32(SOCK_CLOEXEC.rawValue))
+            }
+        }
+        return (fd, address)
+    }
+
     /// The address a socket is bound to (to learn the port after binding port 0).
-    static func localAddress(_ fd: Int32) -> SocketAddress {
+    package static func localAddress(_ fd: Int32) -> SocketAddress {
         var address = SocketAddress()
         address.length = socklen_t(MemoryLayout<sockaddr_storage>.size)
         _ = withUnsafeMutablePointer(to: &address.storage) {

@@ -3,16 +3,27 @@ import COpenSSL
 import CSystem
 import Glibc
 
-/// An OpenSSL `SSL_CTX` for serving or calling with ALPN `h2`; owns the handle.
+/// An OpenSSL `SSL_CTX` for serving or calling with ALPN (`h2`, or `h2` and `http/1.1`); owns the handle.
 public final class TLSContext: @unchecked Sendable {
     // Sendable: the SSL_CTX is configured in init and only read afterwards;
     // OpenSSL documents SSL_new on a shared, unmodified context as thread-safe.
     let ctx: OpaquePointer
 
+    /// The server's ALPN protocols in preference order, length-prefixed as on the wire (empty for clients).
+    private let serverProtocols: [UInt8]
+    /// Whether a client offering none of `serverProtocols` is refused (true when HTTP/1.1 is not among them).
+    private let alpnRequired: Bool
+
     /// A server context: certificate chain and key (PEM), optional client CA for mutual TLS.
-    public init(certificatePath: String, keyPath: String, clientCAPath: String? = nil) throws(SocketError) {
+    ///
+    /// ALPN picks the first of `alpn` (server preference) that the client offers. With the default,
+    /// `["h2"]` (gRPC), a client offering something else is refused; when `http/1.1` is listed, such a
+    /// client goes on without ALPN.
+    public init(certificatePath: String, keyPath: String, clientCAPath: String? = nil, alpn: [String] = ["h2"]) throws(SocketError) {
         guard let ctx = SSL_CTX_new(TLS_server_method()) else { throw .tls("SSL_CTX_new failed") }
         self.ctx = ctx
+        serverProtocols = alpn.flatMap { [UInt8($0.utf8.count)] + Array($0.utf8) }
+        alpnRequired = !alpn.contains("http/1.1")
         _ = copenssl_ctx_set_min_tls12(ctx)
         _ = copenssl_ctx_set_partial_write(ctx)
         guard SSL_CTX_use_certificate_chain_file(ctx, certificatePath) == 1 else {
@@ -28,28 +39,42 @@ public final class TLSContext: @unchecked Sendable {
             }
             SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, nil)
         }
-        SSL_CTX_set_alpn_select_cb(ctx, { _, out, outlen, input, inlen, _ in
-            // Pick "h2" from the client's length-prefixed list; refuse anything else.
-            guard let input, let out, let outlen else { return SSL_TLSEXT_ERR_ALERT_FATAL }
+        // The context outlives every SSL made from it, so the callback may reach it unretained.
+        SSL_CTX_set_alpn_select_cb(ctx, { _, out, outlen, input, inlen, arg in
+            guard let input, let out, let outlen, let arg else { return SSL_TLSEXT_ERR_ALERT_FATAL }
+            let context = Unmanaged<TLSContext>.fromOpaque(arg).takeUnretainedValue()
+            let offered = UnsafeBufferPointer(start: input, count: Int(inlen))
+            if let (offset, length) = context.selectProtocol(offered: offered) {
+                out.pointee = input + offset
+                outlen.pointee = UInt8(length)
+                return SSL_TLSEXT_ERR_OK
+            }
+            return context.alpnRequired ? SSL_TLSEXT_ERR_ALERT_FATAL : SSL_TLSEXT_ERR_NOACK
+        }, Unmanaged.passUnretained(self).toOpaque())
+    }
+
+    /// The first server protocol the client offers: its offset and length inside `offered` (wire format).
+    private func selectProtocol(offered: UnsafeBufferPointer<UInt8>) -> (Int, Int)? {
+        var s = 0
+        while s < serverProtocols.count {
+            let wanted = serverProtocols[(s + 1)..<(s + 1 + Int(serverProtocols[s]))]
             var i = 0
-            let n = Int(inlen)
-            while i < n {
-                let len = Int(input[i])
-                if len == 2, i + 2 < n, input[i + 1] == UInt8(ascii: "h"), input[i + 2] == UInt8(ascii: "2") {
-                    out.pointee = input + i + 1
-                    outlen.pointee = 2
-                    return SSL_TLSEXT_ERR_OK
-                }
+            while i < offered.count {
+                let len = Int(offered[i])
+                if i + 1 + len <= offered.count, offered[(i + 1)..<(i + 1 + len)].elementsEqual(wanted) { return (i + 1, len) }
                 i += 1 + len
             }
-            return SSL_TLSEXT_ERR_ALERT_FATAL
-        }, nil)
+            s += 1 + Int(serverProtocols[s])
+        }
+        return nil
     }
 
     /// A client context offering ALPN h2; verifies the server against `caPath` unless `insecure`.
     public init(clientCAPath caPath: String?, insecure: Bool, certificatePath: String? = nil, keyPath: String? = nil) throws(SocketError) {
         guard let ctx = SSL_CTX_new(TLS_client_method()) else { throw .tls("SSL_CTX_new failed") }
         self.ctx = ctx
+        serverProtocols = []
+        alpnRequired = true
         _ = copenssl_ctx_set_min_tls12(ctx)
         if insecure {
             SSL_CTX_set_verify(ctx, SSL_VERIFY_NONE, nil)
@@ -86,10 +111,10 @@ public final class TLSContext: @unchecked Sendable {
 }
 
 /// One TLS session over a socket; owns the `SSL`.
-final class TLSSession {
+package final class TLSSession {
     let ssl: OpaquePointer
 
-    init(context: TLSContext, fd: Int32, server: Bool, hostname: String? = nil) throws(SocketError) {
+    package init(context: TLSContext, fd: Int32, server: Bool, hostname: String? = nil) throws(SocketError) {
         guard let ssl = SSL_new(context.ctx) else { throw .tls("SSL_new failed") }
         self.ssl = ssl
         SSL_set_fd(ssl, fd)
@@ -112,7 +137,7 @@ final class TLSSession {
 
     deinit { SSL_free(ssl) }
 
-    enum IO {
+    package enum IO {
         case done(Int)
         case wantRead
         case wantWrite
@@ -133,7 +158,7 @@ final class TLSSession {
         }
     }
 
-    func handshake() -> IO {
+    package func handshake() -> IO {
         let rc = SSL_do_handshake(ssl)
         return rc == 1 ? .done(0) : classify(rc)
     }
@@ -141,7 +166,7 @@ final class TLSSession {
     var isHandshakeDone: Bool { SSL_is_init_finished(ssl) == 1 }
 
     /// The negotiated ALPN protocol, if any.
-    var alpn: String? {
+    package var alpn: String? {
         var data: UnsafePointer<UInt8>?
         var len: UInt32 = 0
         SSL_get0_alpn_selected(ssl, &data, &len)
@@ -158,16 +183,19 @@ final class TLSSession {
         return String(cString: line)
     }
 
-    func read(_ buffer: UnsafeMutableRawBufferPointer) -> IO {
+    /// Decrypted bytes OpenSSL holds that a read returns without touching the socket.
+    package var pendingBytes: Int { Int(SSL_pending(ssl)) }
+
+    package func read(_ buffer: UnsafeMutableRawBufferPointer) -> IO {
         let rc = SSL_read(ssl, buffer.baseAddress, Int32(buffer.count))
         return rc > 0 ? .done(Int(rc)) : classify(rc)
     }
 
-    func write(_ bytes: UnsafeRawBufferPointer) -> IO {
+    package func write(_ bytes: UnsafeRawBufferPointer) -> IO {
         guard bytes.count > 0 else { return .done(0) }
         let rc = SSL_write(ssl, bytes.baseAddress, Int32(bytes.count))
         return rc > 0 ? .done(Int(rc)) : classify(rc)
     }
 
-    func shutdown() { _ = SSL_shutdown(ssl) }
+    package func shutdown() { _ = SSL_shutdown(ssl) }
 }

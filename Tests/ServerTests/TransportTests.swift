@@ -2,6 +2,7 @@ import Foundation
 import HTTP2
 import RPC
 import Synchronization
+import TestSupport
 import Testing
 
 /// The HTTP/2 server with hand-made handlers: deadlines, cancellation, draining.
@@ -29,16 +30,6 @@ func startServer(_ probe: Probe, _ tune: (inout ServerConfiguration) -> Void = {
     tune(&config)
     let server = try Server(configuration: config, router: router)
     return (server, try server.start())
-}
-
-/// Polls `condition` for up to `seconds` (no fixed sleeps in the pass path).
-func eventually(_ seconds: Double = 5, _ condition: () -> Bool) -> Bool {
-    let end = Date().addingTimeInterval(seconds)
-    while Date() < end {
-        if condition() { return true }
-        usleep(5_000)
-    }
-    return condition()
 }
 
 @Suite("HTTP/2 transport", .serialized)

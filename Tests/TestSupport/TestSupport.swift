@@ -1,4 +1,5 @@
 import Dispatch
+import Foundation
 import Synchronization
 
 /// Waits (at most 20 s) for a callback-style answer: stores answer on their own threads.
@@ -11,6 +12,16 @@ public func wait<T: Sendable>(_ start: (@escaping @Sendable (T) -> Void) -> Void
     }
     precondition(done.wait(timeout: .now() + 20) == .success, "no answer within 20 s")
     return box.withLock { $0! }
+}
+
+/// Polls `condition` for up to `seconds` (no fixed sleeps in the pass path).
+public func eventually(_ seconds: Double = 5, _ condition: () -> Bool) -> Bool {
+    let end = Date().addingTimeInterval(seconds)
+    while Date() < end {
+        if condition() { return true }
+        usleep(5_000)
+    }
+    return condition()
 }
 
 /// SplitMix64: reproducible randomness for tests and fuzzing.

@@ -1,0 +1,62 @@
+/// One request as the handlers see it, the same for HTTP/1.1 and HTTP/2.
+public struct HTTPRequest: Sendable {
+    /// The method as sent (`GET`, `HEAD`, `POST`, ...). `HEAD` is answered like `GET`: the server drops the body.
+    public var method: String
+    /// The path without the query string.
+    public var path: String
+    /// Header fields in arrival order, names lower-cased; HTTP/2 pseudo-headers are left out.
+    public var headers: [(name: String, value: String)]
+    /// The whole body (at most `maxBodyBytes`); empty in `precheck`.
+    public var body: [UInt8]
+    /// The client's `HOST:PORT`.
+    public var peer: String
+    /// `HTTP/1.1` (`HTTP/1.0` from old clients) or `HTTP/2`.
+    public var httpVersion: String
+
+    /// A request; the server builds these, tests may too.
+    public init(method: String, path: String, headers: [(name: String, value: String)] = [], body: [UInt8] = [],
+                peer: String = "", httpVersion: String = "HTTP/1.1") {
+        self.method = method
+        self.path = path
+        self.headers = headers
+        self.body = body
+        self.peer = peer
+        self.httpVersion = httpVersion
+    }
+
+    /// The first value of header `name` (any case), or nil.
+    public func header(_ name: String) -> String? {
+        let wanted = name.lowercased()
+        return headers.first { $0.name == wanted }?.value
+    }
+}
+
+/// One answer: status, content type, body and any extra header fields.
+public struct HTTPResponse: Sendable {
+    /// The HTTP status code.
+    public var status: Int
+    /// The `Content-Type` of `body`.
+    public var contentType: String
+    /// The body; the server adds `Content-Length` and drops it for `HEAD`.
+    public var body: [UInt8]
+    /// Extra header fields, e.g. `("Retry-After", "5")`; HTTP/2 sends the names lower-cased.
+    public var headers: [(String, String)]
+
+    /// An answer with a body of bytes.
+    public init(status: Int, contentType: String = "text/plain; charset=utf-8", body: [UInt8] = [], headers: [(String, String)] = []) {
+        self.status = status
+        self.contentType = contentType
+        self.body = body
+        self.headers = headers
+    }
+
+    /// An answer with a text body (UTF-8).
+    public init(status: Int, contentType: String = "text/plain; charset=utf-8", text: String, headers: [(String, String)] = []) {
+        self.init(status: status, contentType: contentType, body: Array(text.utf8), headers: headers)
+    }
+
+    /// The server's own answers (limits, shutdown): a one-line text body.
+    static func plain(_ status: Int, _ text: String) -> HTTPResponse {
+        HTTPResponse(status: status, text: text + "\n")
+    }
+}
