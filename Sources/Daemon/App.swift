@@ -19,6 +19,8 @@ public final class App: Sendable {
     private let server: Server
     private let metrics: BillingMetrics
     private let metricsServer: HTTPFront?
+    private let notificationsServer: HTTPFront?
+    private let service: BillingService
     private let expiryStopped = Atomic<Bool>(false)
 
     /// Why billingd could not start: one line for the operator.
@@ -72,7 +74,7 @@ public final class App: Sendable {
         let health = HealthState(storeReachable: { store.isReachable() })
         self.health = health
         let orders = OrderService(store: store, catalog: catalog)
-        let verifier = try App.proofVerifier(configuration, logger: logger, metrics: metrics)
+        let (verifier, verifierSettings) = try App.proofVerifier(configuration, logger: logger, metrics: metrics)
         let engine = PurchaseEngine(orders: orders, verifier: verifier,
                                     restorePolicy: RestorePolicy(rawValue: configuration.restorePolicy) ?? .transfer,
                                     policy: PurchaseEngine.Policy(requireAccountToken: configuration.requireAccountToken,
@@ -146,10 +148,34 @@ public final class App: Sendable {
         } else {
             metricsServer = nil
         }
+        self.service = service
+        if let listen = configuration.notificationsListen {
+            let processor = verifierSettings.map { NotificationProcessor(settings: $0, store: store, catalog: catalog) }
+            if processor == nil {
+                logger.log(.warning, "no --bundle-id or --trust-root: the notifications endpoint refuses every notification")
+            }
+            let endpoint = NotificationEndpoint(processor: processor, logger: logger, metrics: metrics) {
+                storeForReady.isReachable() && health.status(of: "") == .serving
+            }
+            var front = HTTPFrontConfiguration(listen: listen)
+            if let cert = configuration.notificationsTLSCert, let key = configuration.notificationsTLSKey {
+                front.tls = HTTPFrontConfiguration.TLS(certificatePath: cert, keyPath: key)
+            }
+            front.maxBodyBytes = NotificationEndpoint.maxBodyBytes
+            do {
+                notificationsServer = try HTTPFront(configuration: front, precheck: { endpoint.precheck($0) },
+                                                    handler: { endpoint.handle($0, $1) })
+            } catch {
+                throw StartError(description: "billingd: --notifications-listen: \(error)")
+            }
+        } else {
+            notificationsServer = nil
+        }
     }
 
     /// The App Store verifier the flags describe; refuses every proof when none is configured.
-    static func proofVerifier(_ c: Configuration, logger: Logger, metrics: BillingMetrics) throws(StartError) -> any ProofVerifier {
+    static func proofVerifier(_ c: Configuration, logger: Logger,
+                              metrics: BillingMetrics) throws(StartError) -> (any ProofVerifier, VerifierSettings?) {
         var roots: [Certificate] = []
         for path in c.trustRoots {
             do {
@@ -172,18 +198,18 @@ public final class App: Sendable {
         }
         if c.bundleIDs.isEmpty && !c.dev {
             logger.log(.warning, "no --bundle-id: SubmitReceipt and RestorePurchases refuse every proof with WRONG_APP")
-            return UnconfiguredProofVerifier(reason: .wrongApp(detail: "billingd serves no app: start it with --bundle-id"))
+            return (UnconfiguredProofVerifier(reason: .wrongApp(detail: "billingd serves no app: start it with --bundle-id")), nil)
         }
         if roots.isEmpty {
             logger.log(.warning, "no --trust-root: SubmitReceipt and RestorePurchases refuse every proof with RECEIPT_UNTRUSTED")
-            return UnconfiguredProofVerifier(reason: .receiptUntrusted(detail: "billingd trusts no root: start it with --trust-root"))
+            return (UnconfiguredProofVerifier(reason: .receiptUntrusted(detail: "billingd trusts no root: start it with --trust-root")), nil)
         }
         if environments.contains(.production) && c.appleAppID == nil && !c.bundleIDs.isEmpty && !c.dev {
             throw StartError(description: "billingd: --apple-app-id: required when production is accepted (--environments)")
         }
         let settings = VerifierSettings(anchors: TrustAnchors(roots: roots), bundleIDs: Set(c.bundleIDs), appAppleID: c.appleAppID,
                                         environments: environments, now: { SystemClock().nowMilliseconds() })
-        return AppStoreProofVerifier(settings: settings) { kind, result in metrics.verifications.inc([kind, result]) }
+        return (AppStoreProofVerifier(settings: settings) { kind, result in metrics.verifications.inc([kind, result]) }, settings)
     }
 
     private static func logCall(_ record: CallRecord, _ logger: Logger) {
@@ -212,7 +238,7 @@ public final class App: Sendable {
         logger.log(.info, "started", [
             ("listen", .string(bound)), ("tls", .bool(configuration.tlsCert != nil)),
             ("mutual_tls", .bool(configuration.tlsClientCA != nil)), ("api_keys", .bool(configuration.apiKeys != nil)),
-            ("metrics", .string(metricsServer?.address ?? "off")), ("version", .string(Daemon.version)),
+            ("metrics", .string(metricsServer?.address ?? "off")), ("notifications", .string(notificationsServer?.address ?? "off")), ("version", .string(Daemon.version)),
             ("database", .string(configuration.database.hasPrefix("sqlite:") ? configuration.database : "postgres")),
             ("db_pool_size", .int(configuration.database.hasPrefix("sqlite:") ? 1 : configuration.dbPoolSize)),
             ("threads", .int(configuration.threads)), ("max_message_bytes", .int(configuration.maxMessageBytes)),
@@ -261,10 +287,12 @@ public final class App: Sendable {
         logger.log(.info, "draining", [("grace_seconds", .double(configuration.shutdownGrace)),
                                        ("in_flight", .int(server.inFlightCount))])
         health.beginDraining()
+        service.feed.shutdown()
         expiryStopped.store(true, ordering: .relaxed)
         server.shutdown(graceSeconds: configuration.shutdownGrace)
         store.close()
         metricsServer?.stop()
+        notificationsServer?.stop()
         var counts: [(String, Logger.LogValue)] = []
         for code in StatusCode.allCases where server.count(of: code) > 0 {
             counts.append(("calls." + code.description, .int(server.count(of: code))))

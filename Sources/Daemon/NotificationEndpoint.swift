@@ -2,6 +2,7 @@ import Billing
 import BillingService
 import Foundation
 import HTTPFront
+import Metrics
 
 /// `POST /appstore/notifications` (CONFIG.md): statuses, the log line per delivery and the metric.
 /// 200 only once the notification's effect (or the record that it needed none) is durable; 400 with
@@ -17,7 +18,11 @@ struct NotificationEndpoint: Sendable {
         "RESCIND_CONSENT", "REVOKE", "SUBSCRIBED", "TEST",
     ]
 
-    let processor: NotificationProcessor
+    /// The largest body (CONFIG.md); larger ones get 413 from the front before any byte is buffered.
+    static let maxBodyBytes = 64 << 10
+
+    /// Nil when billingd serves no app or trusts no root: every delivery is refused.
+    let processor: NotificationProcessor?
     let logger: Logger
     let metrics: BillingMetrics
     /// False while draining or while the database is unreachable.
@@ -51,6 +56,10 @@ struct NotificationEndpoint: Sendable {
         let started = DispatchTime.now()
         let body = request.body, peer = request.peer
         // Verification costs two or three ES256 checks: off the front's threads.
+        guard let processor else {
+            record(nil, "rejected", status: 400, started: started, peer: peer, reason: "RECEIPT_UNTRUSTED")
+            return respond(Self.json(400, ["error": "RECEIPT_UNTRUSTED"]))
+        }
         DispatchQueue.global().async { [self] in
             processor.process(body: body) { outcome, summary in
                 switch outcome {

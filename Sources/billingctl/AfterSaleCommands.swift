@@ -52,7 +52,7 @@ enum AfterSaleCommands {
                 let event = try Event(decoding: Array(buffer[5..<(5 + size)]))
                 buffer.removeFirst(5 + size)
                 print(JSON.event(event))
-                fflush(stdout)
+                fflush(nil)
             }
             if client.isDone(id) {
                 let answer = client.finish(id)
@@ -116,7 +116,10 @@ enum AfterSaleCommands {
                                        bundleID: options.named["bundle-id"] ?? "com.example.app", environment: environment)
         if let id = options.named["app-apple-id"] { n.appAppleID = Int64(id) }
         if options.named["product"] != nil {
-            var t = try TestStoreCommand.transaction(options)
+            // --type names the notification here; the product's type is --product-type.
+            var txOptions = options
+            txOptions.named["type"] = options.named["product-type"]
+            var t = try TestStoreCommand.transaction(txOptions)
             t.environment = environment
             t.signedDate = signed
             n.transaction = t

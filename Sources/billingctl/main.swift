@@ -25,7 +25,7 @@ commands:
         (WatchEvents) until interrupted; the next cursor goes to stderr
   notify URL FILE|-                                  POST an App Store notification body (HTTP/2; https:// for TLS)
   teststore notification --type TYPE [--subtype S] [--uuid U] [--signed-date MS] [--environment E] [--bundle-id ID]
-        [--app-apple-id N] [--product ID ... (the transaction flags above)] [--auto-renew-status 0|1]
+        [--app-apple-id N] [--product ID [--product-type T] ... (the transaction flags above)] [--auto-renew-status 0|1]
         [--grace-period-expires-date MS]          a signed notification, printed as the body Apple posts
   demo [--store DIR] [--bundle-id ID] [--product ID]   CreateOrder -> signed purchase -> SubmitReceipt -> retry -> Restore
   load [--mix create=5,get=3,submit=1,receipt=1,restore=1,health=1] [--connections N] [--concurrency N]
@@ -112,7 +112,7 @@ struct Options {
         "restore": ["account", "app-receipt", "signed-transaction"],
         "teststore": ["store", "product", "type", "bundle-id", "environment", "transaction-id", "original-transaction-id",
                       "app-account-token", "purchase-date", "expires-date", "revocation-date", "quantity", "receipt-type", "purchase",
-                      "subtype", "uuid", "signed-date", "app-apple-id", "auto-renew-status", "grace-period-expires-date"],
+                      "subtype", "uuid", "signed-date", "product-type", "app-apple-id", "auto-renew-status", "grace-period-expires-date"],
         "entitlements": ["account", "include-inactive"],
         "events": ["after", "account", "limit", "follow"],
         "notify": [],
