@@ -11,6 +11,9 @@ import Synchronization
 enum LoadCommand {
     enum Kind: String, CaseIterable, Sendable {
         case create, get, submit, receipt, restore, health
+        /// App Store notifications (REFUND, pre-signed, each a new UUID and transaction) posted over h2c to
+        /// `--notify-addr`; not mixed with the gRPC kinds.
+        case notify
         var method: String {
             switch self {
             case .create: "billing.v1.Billing/CreateOrder"
@@ -18,6 +21,7 @@ enum LoadCommand {
             case .submit, .receipt: "billing.v1.Billing/SubmitReceipt"
             case .restore: "billing.v1.Billing/RestorePurchases"
             case .health: "grpc.health.v1.Health/Check"
+            case .notify: "appstore/notifications"
             }
         }
     }
@@ -35,6 +39,8 @@ enum LoadCommand {
         var bundle = "com.example.app"
         var store = "teststore"
         var deadlineSeconds = 10.0
+        /// The notifications endpoint (`--notifications-listen`) for the notify scenario.
+        var notifyAddr: String?
     }
 
     /// Shared, immutable inputs: pre-signed proofs and existing orders.
@@ -43,8 +49,11 @@ enum LoadCommand {
         let signed: [String]
         let receipts: [String]
         let restoreJWS: [String]
+        /// Notification bodies for the notify scenario.
+        let notifications: [[UInt8]]
         let nextProof = Atomic<Int>(0)
-        init(orderIDs: [String], signed: [String], receipts: [String], restoreJWS: [String]) {
+        init(orderIDs: [String], signed: [String], receipts: [String], restoreJWS: [String], notifications: [[UInt8]] = []) {
+            self.notifications = notifications
             self.orderIDs = orderIDs
             self.signed = signed
             self.receipts = receipts
@@ -107,6 +116,11 @@ enum LoadCommand {
         s.product = o.named["product"] ?? s.product
         s.bundle = o.named["bundle-id"] ?? s.bundle
         s.store = o.named["store"] ?? s.store
+        s.notifyAddr = o.named["notify-addr"]
+        if s.weights.contains(where: { $0.0 == .notify }) {
+            guard s.weights.count == 1 else { throw Usage(message: "the notify scenario is not mixed with the gRPC ones") }
+            guard s.notifyAddr != nil else { throw Usage(message: "the notify scenario needs --notify-addr HOST:PORT (billingd --notifications-listen)") }
+        }
         if s.requests == nil && s.duration == nil { s.requests = 10_000 }
         // Every loop is bounded: at most 10 million calls and one hour.
         s.requests = min(s.requests ?? 10_000_000, 10_000_000)
@@ -181,6 +195,21 @@ enum LoadCommand {
             }
         }
         var signed: [String] = [], receipts: [String] = [], restore: [String] = []
+        var notifications: [[UInt8]] = []
+        if kinds.contains(.notify) {
+            let store = try TestStore.open(directory: s.store, create: false)
+            let base = UInt64.random(in: 1_000_000_000_000...9_000_000_000_000) * 100
+            let now = Int64(Date().timeIntervalSince1970 * 1000)
+            for i in 0..<budget {
+                var t = TestStore.Transaction(transactionID: String(base + UInt64(i)), productID: s.product, bundleID: s.bundle,
+                                              environment: "Xcode", purchaseDate: now - 60_000)
+                t.revocationDate = now
+                t.revocationReason = 0
+                var n = TestStore.Notification(type: "REFUND", signedDate: now, bundleID: s.bundle)
+                n.transaction = t
+                notifications.append(Array(TestStore.notificationBody(try store.signedNotification(n)).utf8))
+            }
+        }
         let needsStore = kinds.contains(.submit) || kinds.contains(.receipt) || kinds.contains(.restore)
         if needsStore {
             let store = try TestStore.open(directory: s.store, create: false)
@@ -206,7 +235,7 @@ enum LoadCommand {
                 restore.append(try store.signedTransaction(t))
             }
         }
-        return Inputs(orderIDs: orderIDs, signed: signed, receipts: receipts, restoreJWS: restore)
+        return Inputs(orderIDs: orderIDs, signed: signed, receipts: receipts, restoreJWS: restore, notifications: notifications)
     }
 
     struct Pending {
@@ -228,7 +257,11 @@ enum LoadCommand {
             do {
                 let client: Client
                 do {
-                    client = try options.client()
+                    if let addr = s.notifyAddr {
+                        client = try Client(address: addr, tls: nil, timeoutSeconds: Int(options.timeout.rounded(.up)))
+                    } else {
+                        client = try options.client()
+                    }
                 } catch {
                     let since = failingSince ?? Monotonic.nanos()
                     failingSince = since
@@ -304,6 +337,15 @@ enum LoadCommand {
                 var r = CreateOrderRequest(); r.accountID = "load-\(index)"; r.productID = s.product
                 body = r.encoded()
                 followUp = n
+            case .notify:
+                let n = inputs.nextProof.add(1, ordering: .relaxed).newValue - 1
+                guard n < inputs.notifications.count else {
+                    shared.stop.store(true, ordering: .relaxed)
+                    return
+                }
+                let id = try client.start(kind.method, body: inputs.notifications[n], contentType: "application/json")
+                pending[id] = Pending(kind: kind, startedAt: startedAt, proof: nil)
+                return
             case .restore:
                 var r = RestorePurchasesRequest()
                 let i = Int.random(in: 0..<inputs.restoreJWS.count, using: &rng)
@@ -329,10 +371,13 @@ enum LoadCommand {
         func record(_ method: String, _ r: UnaryResponse, since: UInt64) {
             let micros = (Monotonic.nanos() &- since) / 1000
             tally.latenciesMicros.append(UInt32(min(micros, UInt64(UInt32.max))))
-            let code = r.resetCode != nil ? "RESET" : r.code.description
+            // Notifications answer in HTTP statuses, gRPC calls in grpc-status.
+            let http = method == Kind.notify.method
+            let ok = r.resetCode == nil && (http ? r.httpStatus == 200 : r.code == .ok)
+            let code = r.resetCode != nil ? "RESET" : http ? (ok ? "OK" : "HTTP_\(r.httpStatus)") : r.code.description
             tally.byCode[code, default: 0] += 1
             tally.byMethod[method, default: 0] += 1
-            if r.code != .ok || r.resetCode != nil {
+            if !ok {
                 shared.errors.add(1, ordering: .relaxed)
                 if let reason = r.details?.errorInfo?.reason { tally.byReason[reason, default: 0] += 1 }
             }

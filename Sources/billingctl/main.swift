@@ -30,6 +30,7 @@ commands:
   demo [--store DIR] [--bundle-id ID] [--product ID]   CreateOrder -> signed purchase -> SubmitReceipt -> retry -> Restore
   load [--mix create=5,get=3,submit=1,receipt=1,restore=1,health=1] [--connections N] [--concurrency N]
         [--requests N] [--duration S] [--rate PER_SECOND] [--max-errors PERCENT] [--json] [--store DIR]
+        [--mix notify --notify-addr HOST:PORT]   pre-signed REFUND notifications over h2c, each new (durable)
         bounded load (at most 10M calls, 1 h); counts grpc-status itself; exit 1 above --max-errors (default 0);
         a connection that fails is retried with backoff (up to 1 s), for at most 10 s of failures in a row
   verify FILE|- [--kind transaction|renewal|notification|app-transaction|receipt] --root PATH ... [--bundle-id ID]
@@ -118,7 +119,7 @@ struct Options {
         "notify": [],
         "demo": ["store", "bundle-id", "product"],
         "load": ["mix", "scenario", "connections", "concurrency", "requests", "duration", "rate", "max-errors", "store",
-                 "product", "bundle-id"],
+                 "product", "bundle-id", "notify-addr"],
         "verify": ["kind", "root", "bundle-id", "environment", "app-apple-id", "now", "xcode-decode-only"],
     ]
 
