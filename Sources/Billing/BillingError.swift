@@ -50,7 +50,7 @@ public enum BillingError: Error, Sendable, Equatable, CustomStringConvertible {
         case .transactionRevoked(let id): "transaction \(id) was refunded or revoked"
         case .transactionPredatesOrder(let id): "transaction \(id) was purchased, or had expired, before the order was created"
         case .orderNotPending(_, let state): "the order is \(state) and can no longer be paid"
-        case .appStoreAPINotConfigured(let feature): "\(feature) needs the App Store Server API; start billingd with --appstore-api-key-id, --appstore-api-issuer-id and --appstore-api-private-key"
+        case .appStoreAPINotConfigured(let feature): "\(feature) needs the App Store Server API, and this billingd has no App Store Server API client configured"
         }
     }
 }

@@ -4,12 +4,12 @@ public enum NotificationRules {
     /// Types whose transaction is a purchase: with an appAccountToken naming a PENDING order, they complete it.
     static let purchases: Set<String> = ["ONE_TIME_CHARGE", "SUBSCRIBED"]
 
-    /// The entitlement events each type with an effect writes, one set per notification, so that the
-    /// feed holds the same events whatever order notifications arrive in.
+    /// The entitlement events each type with an effect writes: one fixed set per applied notification, so
+    /// that the feed holds the same events whatever order (and however often) Apple delivers them.
     static func effects(of type: String) -> [EventKind]? {
         switch type {
-        case "ONE_TIME_CHARGE", "SUBSCRIBED", "DID_RENEW", "OFFER_REDEEMED", "RENEWAL_EXTENDED", "DID_CHANGE_RENEWAL_PREF":
-            [.entitlementGranted]
+        case "ONE_TIME_CHARGE", "SUBSCRIBED": [.entitlementGranted]
+        case "DID_RENEW", "OFFER_REDEEMED", "RENEWAL_EXTENDED", "DID_CHANGE_RENEWAL_PREF": [.entitlementRenewed]
         case "REFUND", "REVOKE": [.entitlementRevoked]
         case "REFUND_REVERSED": [.entitlementReinstated]
         case "EXPIRED", "GRACE_PERIOD_EXPIRED": [.entitlementExpired]

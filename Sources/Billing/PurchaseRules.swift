@@ -226,7 +226,14 @@ public enum PurchaseRules {
             : try ledger.transactions(originalTransactionID: t.originalTransactionID).filter { $0.accountID == accountID }
         let old = try ledger.entitlement(accountID: accountID, key: key)
         guard !all.isEmpty else {
-            if old != nil { try ledger.deleteEntitlement(accountID: accountID, key: key) }
+            // Moved away by a restore under `transfer`: the account it left hears of it too (inactive now).
+            if let gone = old {
+                try ledger.deleteEntitlement(accountID: accountID, key: key)
+                var snapshot = gone.entitlement(nowMs: context.nowMs)
+                snapshot.active = false
+                try ledger.append(EventRecord(kind: .entitlementTransferred, timeMs: context.nowMs, accountID: accountID,
+                                              entitlement: snapshot, cause: context.cause, transactionID: t.transactionID))
+            }
             return nil
         }
         let latest = pickLatest(all, kind: kind, catalog: context.catalog)
@@ -244,8 +251,7 @@ public enum PurchaseRules {
             orderID: latest.orderID ?? all.first(where: { $0.orderID != nil })?.orderID,
             ended: renewal.map { $0.endedSignedTimeMs > 0 && $0.endedSignedTimeMs >= lt.signedTimeMs } ?? false)
         if record != old { try ledger.put(record) }
-        let kinds = forced.map { f in f.map { $0 == .entitlementGranted && old != nil ? .entitlementRenewed : $0 } }
-            ?? changes(from: old, to: record, transferred: transferred)
+        let kinds = forced ?? changes(from: old, to: record, transferred: transferred)
         let snapshot = record.entitlement(nowMs: context.nowMs)
         for k in kinds {
             var order: Order?

@@ -306,6 +306,9 @@ public final class HealthState: Sendable {
         }
     }
 
+    /// Whether draining has begun.
+    public var isDraining: Bool { draining.load(ordering: .acquiring) }
+
     public func status(of service: String) -> Status {
         guard Self.services.contains(service) else { return .unknownService }
         if draining.load(ordering: .acquiring) { return .notServing }

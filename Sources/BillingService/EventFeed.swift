@@ -39,6 +39,7 @@ public final class EventFeed: Sendable {
         var pumping = false
     }
     private let state = Mutex(State())
+    private let draining = Atomic<Bool>(false)
     private let store: any OrderStore
     private let pumpQueue = DispatchQueue(label: "billing.feed")
 
@@ -52,6 +53,7 @@ public final class EventFeed: Sendable {
 
     /// Streams the events after `after` (for one account, or all), then each new one as it commits.
     public func watch(after: UInt64, accountID: String?, writer: StreamWriter) {
+        if draining.load(ordering: .relaxed) { return writer.finish(Self.shuttingDown) }
         let admitted = state.withLock { s -> Bool in
             guard s.live.count + s.catchingUp < Self.maxWatchers else { return false }
             s.catchingUp += 1
@@ -73,6 +75,10 @@ public final class EventFeed: Sendable {
     private func catchUp(_ w: Watcher) {
         defer { state.withLock { $0.catchingUp -= 1 } }
         while !w.writer.isDone {
+            if draining.load(ordering: .relaxed) {
+                w.writer.finish(Self.shuttingDown)
+                return
+            }
             let from = w.position.load(ordering: .relaxed)
             let read: Result<(UInt64, [EventRecord]), BillingError> = wait { done in
                 store.read({ ledger throws(BillingError) in
@@ -175,13 +181,17 @@ public final class EventFeed: Sendable {
 
     /// Ends every watcher (draining): they resume elsewhere from their last cursor.
     public func shutdown() {
+        draining.store(true, ordering: .relaxed)
         let all = state.withLock { s -> [Watcher] in
             let l = Array(s.live.values)
             s.live.removeAll()
             return l
         }
-        for w in all { w.writer.finish(RPCError(code: .unavailable, message: "the server is draining; resume on another replica", reason: "SHUTTING_DOWN")) }
+        for w in all { w.writer.finish(Self.shuttingDown) }
     }
+
+    static let shuttingDown = RPCError(code: .unavailable, message: "the server is draining; resume on another replica",
+                                       reason: "SHUTTING_DOWN")
 }
 
 /// Runs an asynchronous store call and waits for its answer (on feed threads only, never a loop).

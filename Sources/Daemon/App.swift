@@ -154,9 +154,13 @@ public final class App: Sendable {
             if processor == nil {
                 logger.log(.warning, "no --bundle-id or --trust-root: the notifications endpoint refuses every notification")
             }
-            let endpoint = NotificationEndpoint(processor: processor, logger: logger, metrics: metrics) {
-                storeForReady.isReachable() && health.status(of: "") == .serving
-            }
+            let endpoint = NotificationEndpoint(
+                processor: processor, logger: logger, metrics: metrics,
+                unavailable: {
+                    if health.isDraining { return "SHUTTING_DOWN" }
+                    return storeForReady.isReachable() ? nil : "STORAGE_UNAVAILABLE"
+                },
+                unconfiguredReason: configuration.bundleIDs.isEmpty && !configuration.dev ? "WRONG_APP" : "RECEIPT_UNTRUSTED")
             var front = HTTPFrontConfiguration(listen: listen)
             if let cert = configuration.notificationsTLSCert, let key = configuration.notificationsTLSKey {
                 front.tls = HTTPFrontConfiguration.TLS(certificatePath: cert, keyPath: key)

@@ -25,8 +25,11 @@ struct NotificationEndpoint: Sendable {
     let processor: NotificationProcessor?
     let logger: Logger
     let metrics: BillingMetrics
-    /// False while draining or while the database is unreachable.
-    let available: @Sendable () -> Bool
+    /// Why no notification can be taken now: SHUTTING_DOWN while draining, STORAGE_UNAVAILABLE while the
+    /// database is unreachable; nil when available.
+    let unavailable: @Sendable () -> String?
+    /// The reason every delivery gets when billingd serves no app (WRONG_APP) or trusts no root (RECEIPT_UNTRUSTED).
+    let unconfiguredReason: String
 
     static func json(_ status: Int, _ object: [String: String]) -> HTTPResponse {
         let body = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data("{}".utf8)
@@ -43,9 +46,9 @@ struct NotificationEndpoint: Sendable {
         }
         let type = request.header("content-type")?.split(separator: ";").first?.trimmingCharacters(in: .whitespaces).lowercased()
         guard type == "application/json" else { return Self.json(415, ["error": "UNSUPPORTED_MEDIA_TYPE"]) }
-        guard available() else {
-            record(nil, "unavailable", status: 503, started: DispatchTime.now(), peer: request.peer)
-            var r = Self.json(503, ["error": "STORAGE_UNAVAILABLE"])
+        if let reason = unavailable() {
+            record(nil, "unavailable", status: 503, started: DispatchTime.now(), peer: request.peer, reason: reason)
+            var r = Self.json(503, ["error": reason])
             r.headers.append(("retry-after", "5"))
             return r
         }
@@ -57,8 +60,8 @@ struct NotificationEndpoint: Sendable {
         let body = request.body, peer = request.peer
         // Verification costs two or three ES256 checks: off the front's threads.
         guard let processor else {
-            record(nil, "rejected", status: 400, started: started, peer: peer, reason: "RECEIPT_UNTRUSTED")
-            return respond(Self.json(400, ["error": "RECEIPT_UNTRUSTED"]))
+            record(nil, "rejected", status: 400, started: started, peer: peer, reason: unconfiguredReason)
+            return respond(Self.json(400, ["error": unconfiguredReason]))
         }
         DispatchQueue.global().async { [self] in
             processor.process(body: body) { outcome, summary in

@@ -296,8 +296,11 @@ struct AfterSaleTests {
         _ = try a.h.restore("jack", jws: [jws]).get()
         #expect(a.entitlements("ivy").isEmpty)
         #expect(a.entitlements("jack").map(\.productID) == ["com.example.premium"])
-        #expect(a.kinds() == [.entitlementGranted, .entitlementTransferred])
-        #expect(a.events().last?.accountID == "jack" && a.events().last?.cause == "restore_purchases")
+        #expect(a.kinds() == [.entitlementGranted, .entitlementTransferred, .entitlementTransferred])
+        let moved = a.events().suffix(2)
+        #expect(Set(moved.map(\.accountID)) == ["ivy", "jack"] && moved.allSatisfy { $0.cause == "restore_purchases" })
+        #expect(moved.first { $0.accountID == "ivy" }?.entitlement?.active == false)
+        #expect(moved.first { $0.accountID == "jack" }?.entitlement?.active == true)
     }
 
     @Test("event cursors increase in commit order, one commit's events consecutive; paging by account", arguments: Backend.all)
