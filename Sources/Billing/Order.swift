@@ -23,7 +23,7 @@ public enum StoreEnvironment: Int, Sendable, Equatable {
 
 /// An order: opened before a purchase, completed by exactly one store transaction.
 public struct Order: Sendable, Equatable {
-    /// Lowercase canonical UUID v4.
+    /// Lowercase canonical UUID (version 7: time-ordered, see `OrderID`).
     public var id: String
     public var accountID: String
     public var productID: String

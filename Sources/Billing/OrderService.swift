@@ -45,9 +45,10 @@ public final class OrderService: Sendable {
         if let catalog, catalog.product(request.productID) == nil {
             throw .productNotFound(productID: request.productID)
         }
-        return NewOrder(id: OrderID.make(), accountID: request.accountID, productID: request.productID, quantity: quantity,
+        let now = clock.nowMilliseconds()
+        return NewOrder(id: OrderID.make(milliseconds: now), accountID: request.accountID, productID: request.productID, quantity: quantity,
                         idempotencyKey: request.idempotencyKey.isEmpty ? nil : request.idempotencyKey,
-                        createTimeMs: clock.nowMilliseconds())
+                        createTimeMs: now)
     }
 
     /// Text fields: required ones non-empty, all within `max` bytes and free of control characters.

@@ -19,7 +19,7 @@ struct OrderServiceTests {
         wait { done in s.createOrder(r, completion: done) }
     }
 
-    @Test("a new order is PENDING with a lowercase UUID v4 and the clock's time")
+    @Test("a new order is PENDING with a lowercase, time-ordered UUID v7 and the clock's time")
     func newOrder() throws {
         let order = try create(service(), .init(accountID: "acct", productID: "p")).get()
         #expect(order.state == .pending)
@@ -28,8 +28,17 @@ struct OrderServiceTests {
         #expect(order.updateTimeMs == order.createTimeMs)
         let uuid = try #require(UUID(uuidString: order.id))
         #expect(order.id == uuid.uuidString.lowercased())
-        #expect(Array(order.id.utf8)[14] == UInt8(ascii: "4"))
+        #expect(Array(order.id.utf8)[14] == UInt8(ascii: "7"))
         #expect("89ab".utf8.contains(Array(order.id.utf8)[19]))
+        // The first 48 bits are the creation time in milliseconds.
+        let millis = UInt64(order.id.replacingOccurrences(of: "-", with: "").prefix(12), radix: 16)
+        #expect(millis == 1_700_000_000_000)
+    }
+
+    @Test("ids sort by creation time")
+    func timeOrdered() {
+        let ids = (0..<100).map { OrderID.make(milliseconds: 1_700_000_000_000 + Int64($0)) }
+        #expect(ids == ids.sorted())
     }
 
     @Test("ids do not repeat")

@@ -26,7 +26,7 @@ def test_create_and_get(server):
         created = stub.CreateOrder(pb.CreateOrderRequest(account_id="acct-1", product_id="com.example.premium",
                                                          quantity=2), timeout=5).order
         assert str(uuid.UUID(created.order_id)) == created.order_id
-        assert uuid.UUID(created.order_id).version == 4
+        assert uuid.UUID(created.order_id).version == 7
         assert created.state == pb.ORDER_STATE_PENDING
         assert created.account_id == "acct-1" and created.product_id == "com.example.premium"
         assert created.quantity == 2
