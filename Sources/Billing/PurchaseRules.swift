@@ -103,6 +103,7 @@ public enum PurchaseRules {
             } else {
                 try ledger.insert(OwnedTransaction(transaction: current, accountID: order.accountID, orderID: order.id))
             }
+            try adoptUnowned(ledger, originalTransactionID: current.originalTransactionID, owner: order.accountID)
             var completed = order
             completed.state = .completed
             completed.transactionID = current.transactionID
@@ -196,18 +197,33 @@ public enum PurchaseRules {
         guard let known = try ledger.owned(transactionID: t.transactionID) else {
             let owned = OwnedTransaction(transaction: t, accountID: owner, orderID: nil)
             try ledger.insert(owned)
+            try adoptUnowned(ledger, originalTransactionID: t.originalTransactionID, owner: owner)
             return (owned, nil)
         }
         var owned = try merge(ledger, t, into: known, context: context)
-        guard !owner.isEmpty, owned.accountID != owner, owned.accountID.isEmpty || transfer else { return (owned, nil) }
+        guard !owner.isEmpty, owned.accountID != owner, owned.accountID.isEmpty || transfer else {
+            if owned.accountID == owner { try adoptUnowned(ledger, originalTransactionID: t.originalTransactionID, owner: owner) }
+            return (owned, nil)
+        }
         let previous = owned.accountID
         try ledger.transfer(transactionID: t.transactionID, to: owner)
         owned.accountID = owner
+        try adoptUnowned(ledger, originalTransactionID: t.originalTransactionID, owner: owner)
         if !previous.isEmpty {
             try refresh(ledger, accountID: previous, for: owned.transaction, context: context)
             return (owned, previous)
         }
         return (owned, nil)
+    }
+
+    /// Transactions of the same original transaction that nobody owns yet (kept from notifications that came
+    /// before anyone proved the purchase) belong to the account that now owns one of them, so that the newest
+    /// signed data wins whatever order the notifications and proofs arrived in.
+    static func adoptUnowned(_ ledger: some PurchaseLedger, originalTransactionID: String, owner: String) throws(BillingError) {
+        guard !owner.isEmpty else { return }
+        for sibling in try ledger.transactions(originalTransactionID: originalTransactionID) where sibling.accountID.isEmpty {
+            try ledger.transfer(transactionID: sibling.transaction.transactionID, to: owner)
+        }
     }
 
     /// Recomputes one entitlement of an account from its transactions and renewal state, stores it if it

@@ -190,6 +190,30 @@ struct AfterSaleTests {
                 == .transactionAlreadyClaimed(transactionID: "u2"))
     }
 
+    @Test("a renewal and its refund kept before anyone owned the subscription apply when an earlier transaction of it is proved", arguments: Backend.all)
+    func unownedRenewalsAttach(_ backend: Backend) throws {
+        let day: Int64 = 86_400_000
+        let renewal = AfterSale.tx("k2", product: AfterSale.monthly, type: AfterSale.sub, original: "k1", purchase: Shop.now - 10 * day,
+                                   expires: Shop.now + 20 * day, signed: Shop.now - 10 * day)
+        let refunded = AfterSale.tx("k2", product: AfterSale.monthly, type: AfterSale.sub, original: "k1", purchase: Shop.now - 10 * day,
+                                    expires: Shop.now + 20 * day, revoked: Shop.now - day, signed: Shop.now - day)
+        let proof = Shop.jws("k1", product: AfterSale.monthly, type: AfterSale.sub, purchase: Shop.now - 40 * day, expires: Shop.now - 10 * day,
+                             original: "k1")
+        var seen: [[String]] = []
+        for proveFirst in [true, false] {
+            let a = AfterSale(backend)
+            defer { a.h.store.close() }
+            if proveFirst { _ = try a.h.restore("ivan", jws: [proof]).get() }
+            #expect(a.notify(AfterSale.note("DID_RENEW", signed: Shop.now - 10 * day, tx: renewal)) == .done(.applied))
+            #expect(a.notify(AfterSale.note("REFUND", signed: Shop.now - day, tx: refunded)) == .done(.applied))
+            if !proveFirst { _ = try a.h.restore("ivan", jws: [proof]).get() }
+            let e = try #require(a.entitlements("ivan").first)
+            #expect(e.latestTransactionID == "k2" && e.revocationTimeMs == Shop.now - day && !e.active)
+            seen.append([e.latestTransactionID, String(e.expiresTimeMs), String(e.revocationTimeMs), String(e.active)])
+        }
+        #expect(seen[0] == seen[1])
+    }
+
     @Test("renewals: DID_RENEW moves the expiry forward, grace period keeps it active, EXPIRED ends it, auto-renew follows the newest",
           arguments: Backend.all)
     func renewals(_ backend: Backend) throws {
