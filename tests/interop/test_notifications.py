@@ -594,7 +594,7 @@ def test_delivery_while_draining_is_refused():
         try:
             status, got = d.post(body(charge))
             print(f"\n  delivery while draining: {status} {got}")
-            assert status == 503 and got == {"error": "STORAGE_UNAVAILABLE"}
+            assert status == 503 and got == {"error": "SHUTTING_DOWN"}
         except ConnectionError as e:
             print(f"\n  delivery while draining: {type(e).__name__}")
         sock.close()
