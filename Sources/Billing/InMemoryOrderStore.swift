@@ -76,7 +76,12 @@ public final class InMemoryOrderStore: OrderStore {
         }
     }
     private let state = Mutex(State())
-    private let listener = Mutex<(@Sendable () -> Void)?>(nil)
+    /// In a class box: a closure read back out of a `Mutex` is re-abstracted (and wrapped) on every read.
+    private final class Listener: Sendable {
+        let call: @Sendable () -> Void
+        init(_ call: @escaping @Sendable () -> Void) { self.call = call }
+    }
+    private let listener = Mutex<Listener?>(nil)
 
     public init() {}
 
@@ -136,9 +141,9 @@ public final class InMemoryOrderStore: OrderStore {
         }
     }
 
-    public func setEventListener(_ listener: @escaping @Sendable () -> Void) { self.listener.withLock { $0 = listener } }
+    public func setEventListener(_ listener: @escaping @Sendable () -> Void) { self.listener.withLock { $0 = Listener(listener) } }
 
-    private func notifyListener() { listener.withLock { $0 }?() }
+    private func notifyListener() { listener.withLock { $0 }?.call() }
 
     public func isReachable() -> Bool { true }
     public func close() {}

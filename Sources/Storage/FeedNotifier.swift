@@ -1,8 +1,16 @@
 import Synchronization
 
 /// The one callback a store calls after commits that made events visible (the feed's followers).
+///
+/// The closure lives in a class box: a closure stored directly in a `Mutex` and read back with
+/// `withLock { $0 }` was re-abstracted on every read, each read wrapping the last (tens of thousands
+/// of thunks deep after a load run, then a stack overflow).
 final class FeedNotifier: Sendable {
-    private let callback = Mutex<(@Sendable () -> Void)?>(nil)
-    func set(_ listener: @escaping @Sendable () -> Void) { callback.withLock { $0 = listener } }
-    func notify() { callback.withLock { $0 }?() }
+    private final class Box: Sendable {
+        let call: @Sendable () -> Void
+        init(_ call: @escaping @Sendable () -> Void) { self.call = call }
+    }
+    private let box = Mutex<Box?>(nil)
+    func set(_ listener: @escaping @Sendable () -> Void) { box.withLock { $0 = Box(listener) } }
+    func notify() { box.withLock { $0 }?.call() }
 }
