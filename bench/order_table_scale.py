@@ -112,6 +112,7 @@ def main():
     ap.add_argument("--streams", type=int, default=16)
     ap.add_argument("--server-cpu", type=int, default=1)
     ap.add_argument("--client-cpu", type=int, default=0)
+    ap.add_argument("--log-level", default="info", help="billingd's --log-level (info: one log line per call, as deployed)")
     ap.add_argument("--postgres", default=os.environ.get("BILLING_TEST_POSTGRES"), help="server URL (a database is created)")
     args = ap.parse_args()
 
@@ -130,8 +131,8 @@ def main():
 
     port = free_port()
     server = subprocess.Popen(["taskset", "-c", str(args.server_cpu), os.path.join(ROOT, ".build/release/billingd"),
-                               "--listen", f"127.0.0.1:{port}", "--threads", "1", "--log-level", "warning",
-                               "--database", database], stdout=open(os.path.join(work, "billingd.log"), "w"),
+                               "--listen", f"127.0.0.1:{port}", "--threads", "1", "--log-level", args.log_level,
+                               "--database", database], stdout=subprocess.DEVNULL,
                               stderr=subprocess.STDOUT)
     try:
         time.sleep(1.0)
