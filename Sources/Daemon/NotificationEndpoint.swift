@@ -31,9 +31,14 @@ struct NotificationEndpoint: Sendable {
     /// The reason every delivery gets when billingd serves no app (WRONG_APP) or trusts no root (RECEIPT_UNTRUSTED).
     let unconfiguredReason: String
 
-    static func json(_ status: Int, _ object: [String: String]) -> HTTPResponse {
-        let body = (try? JSONSerialization.data(withJSONObject: object, options: [.sortedKeys])) ?? Data("{}".utf8)
-        return HTTPResponse(status: status, contentType: "application/json", body: [UInt8](body))
+    /// `{"KEY":"VALUE"}`: keys and values here come from fixed sets (results, reasons) of plain ASCII.
+    static func json(_ status: Int, _ object: KeyValuePairs<String, String>) -> HTTPResponse {
+        var text = "{"
+        for (i, (k, v)) in object.enumerated() {
+            if i > 0 { text += "," }
+            text += "\"" + k + "\":\"" + v.filter { $0 != "\"" && $0 != "\\" && $0.isASCII } + "\""
+        }
+        return HTTPResponse(status: status, contentType: "application/json", body: Array((text + "}").utf8))
     }
 
     /// Answers what needs no body: the path, the method, the content type, availability.
