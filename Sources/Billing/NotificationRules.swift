@@ -5,7 +5,8 @@ public enum NotificationRules {
     static let purchases: Set<String> = ["ONE_TIME_CHARGE", "SUBSCRIBED"]
 
     /// The entitlement events each type with an effect writes, one set per notification, so that the
-    /// feed holds the same events whatever order notifications arrive in.
+    /// feed holds the same events whatever order notifications arrive in (`.entitlementGranted` is written as
+    /// `.entitlementRenewed` when the notification's transaction is not the original purchase; see `apply`).
     static func effects(of type: String) -> [EventKind]? {
         switch type {
         case "ONE_TIME_CHARGE", "SUBSCRIBED", "DID_RENEW", "OFFER_REDEEMED", "RENEWAL_EXTENDED", "DID_CHANGE_RENEWAL_PREF":
@@ -74,7 +75,11 @@ public enum NotificationRules {
             subject = any.transaction
         }
         if let subject, !owner.isEmpty {
-            try PurchaseRules.refresh(ledger, accountID: owner, for: subject, context: context, forced: kinds)
+            // GRANTED or RENEWED from the notification itself (its transaction is the purchase, or a later one),
+            // never from what arrived before it: shuffled delivery writes the same events as in-order delivery.
+            let renewal = subject.transactionID != subject.originalTransactionID
+            let forced = kinds.map { $0 == .entitlementGranted && renewal ? EventKind.entitlementRenewed : $0 }
+            try PurchaseRules.refresh(ledger, accountID: owner, for: subject, context: context, forced: forced)
         }
         return result
     }

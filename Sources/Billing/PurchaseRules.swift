@@ -244,8 +244,7 @@ public enum PurchaseRules {
             orderID: latest.orderID ?? all.first(where: { $0.orderID != nil })?.orderID,
             ended: renewal.map { $0.endedSignedTimeMs > 0 && $0.endedSignedTimeMs >= lt.signedTimeMs } ?? false)
         if record != old { try ledger.put(record) }
-        let kinds = forced.map { f in f.map { $0 == .entitlementGranted && old != nil ? .entitlementRenewed : $0 } }
-            ?? changes(from: old, to: record, transferred: transferred)
+        let kinds = forced ?? changes(from: old, to: record, transferred: transferred)
         let snapshot = record.entitlement(nowMs: context.nowMs)
         for k in kinds {
             var order: Order?
