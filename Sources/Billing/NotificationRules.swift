@@ -23,6 +23,12 @@ public enum NotificationRules {
     /// Applies one verified notification exactly once (by UUID) and records it.
     public static func apply(_ ledger: some PurchaseLedger, _ n: VerifiedNotification, nowMs: Int64,
                              catalog: Catalog?) throws(BillingError) -> NotificationResult {
+        // Notifications of one subscription, through any replica, apply one after the other: without this,
+        // two of them read the renewal state or entitlement before either committed, and the later commit
+        // overwrote the other's change (auto-renew or an expiry lost under a storm on PostgreSQL).
+        if let original = n.transaction?.originalTransactionID ?? n.renewal?.originalTransactionID {
+            try ledger.lockSubscription(originalTransactionID: original)
+        }
         if try ledger.notification(uuid: n.uuid) != nil { return .duplicate }
         let result: NotificationResult = n.accepted ? .applied : .ignored
         try ledger.record(NotificationRecord(uuid: n.uuid, type: n.type, subtype: n.subtype, signedTimeMs: n.signedTimeMs,

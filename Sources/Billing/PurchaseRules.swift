@@ -36,6 +36,14 @@ public protocol PurchaseLedger {
     func events(after cursor: UInt64, limit: Int, accountID: String?) throws(BillingError) -> [EventRecord]
     /// The cursor of the newest committed event; 0 when there is none.
     func lastCursor() throws(BillingError) -> UInt64
+    /// Serializes writers of one subscription (original transaction) until the end of the database transaction,
+    /// so that each reads what the previous one committed (renewal state, entitlement) before it writes.
+    /// A no-op where writers are already serialized (memory, SQLite).
+    func lockSubscription(originalTransactionID: String) throws(BillingError)
+}
+
+extension PurchaseLedger {
+    public func lockSubscription(originalTransactionID: String) throws(BillingError) {}
 }
 
 /// What every rule needs besides the ledger: the time of the change, its cause, the catalog.
