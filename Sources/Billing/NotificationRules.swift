@@ -6,7 +6,7 @@ public enum NotificationRules {
 
     /// The entitlement events each type with an effect writes, one set per notification, so that the
     /// feed holds the same events whatever order notifications arrive in (`.entitlementGranted` is written as
-    /// `.entitlementRenewed` when the notification's transaction is not the original purchase; see `apply`).
+    /// `.entitlementRenewed` unless a purchase notification brings the original transaction; see `apply`).
     static func effects(of type: String) -> [EventKind]? {
         switch type {
         case "ONE_TIME_CHARGE", "SUBSCRIBED", "DID_RENEW", "OFFER_REDEEMED", "RENEWAL_EXTENDED", "DID_CHANGE_RENEWAL_PREF":
@@ -81,9 +81,10 @@ public enum NotificationRules {
             subject = any.transaction
         }
         if let subject, !owner.isEmpty {
-            // GRANTED or RENEWED from the notification itself (its transaction is the purchase, or a later one),
-            // never from what arrived before it: shuffled delivery writes the same events as in-order delivery.
-            let renewal = subject.transactionID != subject.originalTransactionID
+            // GRANTED or RENEWED from the notification itself (a purchase notification of the original
+            // transaction grants; any other renews), never from what arrived before it: shuffled delivery
+            // writes the same events as in-order delivery.
+            let renewal = !purchases.contains(n.type) || subject.transactionID != subject.originalTransactionID
             let forced = kinds.map { $0 == .entitlementGranted && renewal ? EventKind.entitlementRenewed : $0 }
             try PurchaseRules.refresh(ledger, accountID: owner, for: subject, context: context, forced: forced)
         }
