@@ -22,6 +22,12 @@ public enum NotificationRules {
     /// Applies one verified notification exactly once (by UUID) and records it.
     public static func apply(_ ledger: some PurchaseLedger, _ n: VerifiedNotification, nowMs: Int64,
                              catalog: Catalog?) throws(BillingError) -> NotificationResult {
+        // Notifications of one subscription, through any replica, apply one after the other: without this,
+        // two of them read the renewal state or entitlement before either committed, and the later commit
+        // overwrote the other's change (auto-renew or an expiry lost under a storm on PostgreSQL).
+        if let original = n.transaction?.originalTransactionID ?? n.renewal?.originalTransactionID {
+            try ledger.lockSubscription(originalTransactionID: original)
+        }
         if try ledger.notification(uuid: n.uuid) != nil { return .duplicate }
         let result: NotificationResult = n.accepted ? .applied : .ignored
         try ledger.record(NotificationRecord(uuid: n.uuid, type: n.type, subtype: n.subtype, signedTimeMs: n.signedTimeMs,
@@ -74,7 +80,12 @@ public enum NotificationRules {
             subject = any.transaction
         }
         if let subject, !owner.isEmpty {
-            try PurchaseRules.refresh(ledger, accountID: owner, for: subject, context: context, forced: kinds)
+            // GRANTED or RENEWED from the notification itself (a purchase notification of the original
+            // transaction grants; any other renews), never from what arrived before it: shuffled delivery
+            // writes the same events as in-order delivery.
+            let renewal = !purchases.contains(n.type) || subject.transactionID != subject.originalTransactionID
+            let forced = kinds.map { $0 == .entitlementGranted && renewal ? EventKind.entitlementRenewed : $0 }
+            try PurchaseRules.refresh(ledger, accountID: owner, for: subject, context: context, forced: forced)
         }
         return result
     }

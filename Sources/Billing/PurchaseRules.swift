@@ -36,6 +36,14 @@ public protocol PurchaseLedger {
     func events(after cursor: UInt64, limit: Int, accountID: String?) throws(BillingError) -> [EventRecord]
     /// The cursor of the newest committed event; 0 when there is none.
     func lastCursor() throws(BillingError) -> UInt64
+    /// Serializes writers of one subscription (original transaction) until the end of the database transaction,
+    /// so that each reads what the previous one committed (renewal state, entitlement) before it writes.
+    /// A no-op where writers are already serialized (memory, SQLite).
+    func lockSubscription(originalTransactionID: String) throws(BillingError)
+}
+
+extension PurchaseLedger {
+    public func lockSubscription(originalTransactionID: String) throws(BillingError) {}
 }
 
 /// What every rule needs besides the ledger: the time of the change, its cause, the catalog.
@@ -234,6 +242,9 @@ public enum PurchaseRules {
         guard !accountID.isEmpty else { return nil }
         let kind = kind(of: t, catalog: context.catalog)
         guard kind != .consumable else { return nil }
+        // Writers of one subscription (a restore, a proof, a notification, through any replica) compute its
+        // entitlement one after the other, each from what the one before committed.
+        if kind != .nonConsumable { try ledger.lockSubscription(originalTransactionID: t.originalTransactionID) }
         let key = EntitlementRecord.key(kind: kind, productID: t.productID, originalTransactionID: t.originalTransactionID)
         let all: [OwnedTransaction] = kind == .nonConsumable
             ? try ledger.transactions(accountID: accountID).filter {

@@ -148,17 +148,26 @@ public final class EventFeed: Sendable {
 
     private func pump() {
         while true {
-            let (from, watchers) = state.withLock { s -> (UInt64, [Watcher]) in
+            let (from, anyone) = state.withLock { s -> (UInt64, Bool) in
                 s.dirty = false
                 s.live = s.live.filter { !$0.value.writer.isDone }
-                return (s.delivered, Array(s.live.values))
+                return (s.delivered, !s.live.isEmpty)
             }
             var cursor = from
-            if !watchers.isEmpty {
+            if anyone {
                 let read: Result<[EventRecord], BillingError> = wait { done in
                     store.events(after: from, limit: Self.pageSize, accountID: nil, completion: done)
                 }
                 if case .success(let page) = read, !page.isEmpty {
+                    cursor = page.last?.cursor ?? from
+                    // Who gets this page and the new `delivered` are decided together: a watcher that went live
+                    // during the read (its position is at least `from`, as `delivered` was then) is sent the page
+                    // past its position; one that goes live after this must have read up to `cursor` itself.
+                    let watchers = state.withLock { s -> [Watcher] in
+                        s.delivered = max(s.delivered, cursor)
+                        s.dirty = s.dirty || page.count == Self.pageSize
+                        return Array(s.live.values)
+                    }
                     for w in watchers {
                         for e in page where e.cursor > w.position.load(ordering: .relaxed) && w.matches(e) {
                             w.writer.send(BillingAPI.Event(e))
@@ -166,8 +175,6 @@ public final class EventFeed: Sendable {
                         if let last = page.last { w.position.store(max(last.cursor, w.position.load(ordering: .relaxed)), ordering: .relaxed) }
                         if w.writer.bufferedBytes > Self.maxBufferedBytes { w.writer.finish(Self.tooSlow(w)) }
                     }
-                    cursor = page.last?.cursor ?? from
-                    state.withLock { $0.delivered = max($0.delivered, cursor); $0.dirty = $0.dirty || page.count == Self.pageSize }
                 }
             }
             let again = state.withLock { s -> Bool in

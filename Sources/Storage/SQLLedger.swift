@@ -244,6 +244,18 @@ struct SQLLedger<DB: SQLExecutor>: PurchaseLedger {
         }
     }
 
+    /// PostgreSQL: a transaction-scoped advisory lock on (namespace "subs", hash of the id); the two-key form
+    /// never collides with the one-key locks of migrations and the event sequencer.
+    func lockSubscription(originalTransactionID: String) throws(BillingError) {
+        guard lockOrders else { return }
+        try run { () throws(StorageError) in
+            _ = try db.query("SELECT pg_advisory_xact_lock(\(Self.subscriptionLockSpace), hashtext($1))",
+                             [.text(originalTransactionID)], { _ in 0 })
+        }
+    }
+
+    static var subscriptionLockSpace: Int32 { 0x7375_6273 }  // "subs"
+
     func lastCursor() throws(BillingError) -> UInt64 {
         try run { () throws(StorageError) in
             UInt64(max(0, try db.query("SELECT COALESCE(MAX(feed_cursor), 0) FROM events", [], { $0.int64(0) }).first ?? 0))

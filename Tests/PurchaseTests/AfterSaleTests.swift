@@ -371,6 +371,9 @@ struct AfterSaleTests {
             #expect(x.count == y.count && zip(x, y).allSatisfy { $0 == $1 })
         }
         #expect(inOrder.events().count == shuffled.events().count)
+        // The same events, kind by kind: GRANTED vs RENEWED must not depend on which notification arrived first.
+        func tally(_ a: AfterSale) -> [Int: Int] { Dictionary(a.kinds().map { ($0.rawValue, 1) }, uniquingKeysWith: +) }
+        #expect(tally(inOrder) == tally(shuffled))
     }
 }
 

@@ -1,0 +1,592 @@
+"""After the sale under load, on PostgreSQL: a storm of App Store Server Notifications (shuffled, 30 %
+redelivered, 8 threads, two replicas on one database; once more with kill -9 of a replica mid-storm)
+ends in exactly the state and events that the same notifications give, posted once each in signedDate
+order, to one fresh billingd; WatchEvents resumed 100 times across replicas misses and repeats nothing;
+and its commit-to-delivery delay, on one replica and across replicas.
+
+Sizes: BILLING_STORM_NOTIFICATIONS (distinct notifications, 10 per original transaction on average),
+BILLING_STORM_WATCH_OPS (writer operations of the watcher test). Run with -s for the numbers."""
+import collections
+import http.client
+import json
+import os
+import random
+import shutil
+import subprocess
+import tempfile
+import threading
+import time
+import uuid
+from concurrent.futures import ThreadPoolExecutor
+
+import grpc
+import pytest
+
+import appstore_mint as mint
+from conftest import Billingd, binary, free_port, postgres_database
+from helpers import billing, pb
+
+NOTIFICATIONS = int(os.environ.get("BILLING_STORM_NOTIFICATIONS", "10000"))
+TRANSACTIONS = max(1, NOTIFICATIONS // 10)
+ACCOUNTS = max(1, TRANSACTIONS // 10)
+DUPLICATES = 0.30
+THREADS = 8
+WATCH_OPS = int(os.environ.get("BILLING_STORM_WATCH_OPS", "600"))
+MONTHLY = "com.example.pro.monthly"
+PREMIUM = "com.example.premium"
+DAY = 86_400_000
+HOUR = 3_600_000
+PATH = "/appstore/notifications"
+HEADERS = {"content-type": "application/json"}
+SEED = int(os.environ.get("BILLING_STORM_SEED", "20251"))
+
+
+# ---------------------------------------------------------------------------------------------------
+# Plan: lifecycles as data (order index instead of order id), minted per database.
+
+def lifecycle(i, budget, base, rng):
+    """`budget` notifications about one subscription (original transaction), bought through order i.
+
+    SUBSCRIBED (appAccountToken = order i) at `base`; DID_RENEWs every 30 days (new transaction ids,
+    same original, later signedDates); DID_CHANGE_RENEWAL_STATUS switching auto-renew off / on at
+    random points, each with the latest transaction then; maybe a REFUND of the first transaction and
+    maybe EXPIRED after the last renewal. Every signedDate is distinct (base is distinct per lifecycle
+    and offsets are whole hours)."""
+    original = str(2_000_000_000 + i * 100)
+    rest = budget - 1
+    refund = rest > 0 and rng.random() < 1 / 3
+    rest -= refund
+    expired = rest > 0 and rng.random() < 1 / 4
+    rest -= expired
+    status = min(rest, rng.randint(0, 3))
+    renewals = rest - status
+    if renewals > 8:
+        status, renewals = status + renewals - 8, 8
+
+    def tx(r, signed, revoked=None):
+        start = base + r * 30 * DAY
+        return dict(transaction_id=str(int(original) + r), original=original, product_id=MONTHLY, purchase_ms=start,
+                    expires_ms=start + 30 * DAY, revocation_ms=revoked, revocation_reason=0 if revoked else None,
+                    token=i, signed_ms=signed)
+
+    notes = [dict(type="SUBSCRIBED", subtype="INITIAL_BUY", signed=base, tx=tx(0, base))]
+    for r in range(1, renewals + 1):
+        notes.append(dict(type="DID_RENEW", subtype=None, signed=base + r * 30 * DAY, tx=tx(r, base + r * 30 * DAY)))
+    # Status changes at distinct whole hours after some renewal (or the purchase); auto-renew alternates in time order.
+    slots = sorted(rng.sample([(s, h) for s in range(renewals + 1) for h in range(1, 6)], status))
+    for k, (s, h) in enumerate(slots):
+        t = base + s * 30 * DAY + h * HOUR
+        notes.append(dict(type="DID_CHANGE_RENEWAL_STATUS", subtype="AUTO_RENEW_ENABLED" if k % 2 else "AUTO_RENEW_DISABLED",
+                          signed=t, tx=tx(s, base + s * 30 * DAY),
+                          renewal=dict(original=original, product_id=MONTHLY, auto_renew=bool(k % 2), signed_ms=t)))
+    end = base + renewals * 30 * DAY + 6 * HOUR
+    if refund:
+        end += HOUR
+        notes.append(dict(type="REFUND", subtype=None, signed=end, tx=tx(0, end, revoked=end)))
+    if expired:
+        end += HOUR
+        notes.append(dict(type="EXPIRED", subtype="VOLUNTARY", signed=end, tx=tx(renewals, base + renewals * 30 * DAY)))
+    for n in notes:
+        n["uuid"] = str(uuid.UUID(int=rng.getrandbits(128), version=4))
+        n.setdefault("renewal", None)
+    return notes, dict(original=original, renewals=renewals, refund=refund, expired=expired, account=i % ACCOUNTS)
+
+
+class Plan:
+    """`NOTIFICATIONS` distinct notifications over `TRANSACTIONS` lifecycles, one order each on `ACCOUNTS` accounts."""
+
+    def __init__(self, seed=SEED):
+        rng = random.Random(seed)
+        # Now minus 195 days: expiries fall every 30 days from -165 to +75 days, never near the clock.
+        t0 = (int(time.time() * 1000) // HOUR) * HOUR - 195 * DAY
+        budgets = [1] * TRANSACTIONS
+        for _ in range(NOTIFICATIONS - TRANSACTIONS):
+            budgets[rng.randrange(TRANSACTIONS)] += 1
+        self.notes, self.lifecycles = [], []
+        for i, b in enumerate(budgets):
+            notes, shape = lifecycle(i, b, t0 + i * 20, rng)
+            self.notes += notes
+            self.lifecycles.append(shape)
+        signed = [n["signed"] for n in self.notes]
+        assert len(set(signed)) == len(signed), "signedDates must be distinct"
+        assert len(self.notes) == max(NOTIFICATIONS, TRANSACTIONS)
+        self.accounts = [f"acct-{a}" for a in range(ACCOUNTS)]
+        self.rng = rng
+
+    def account(self, i):
+        return self.accounts[i % ACCOUNTS]
+
+    def mint(self, signer, order_ids):
+        """uuid -> HTTP body, with appAccountToken = that database's order id."""
+        out = {}
+        for n in self.notes:
+            t = dict(n["tx"])
+            t["token"] = order_ids[t["token"]]
+            tx = mint.transaction(t.pop("transaction_id"), t.pop("product_id"), **t)
+            renewal = mint.renewal(**n["renewal"]) if n["renewal"] else None
+            out[n["uuid"]] = mint.body(mint.notification(signer, n["type"], subtype=n["subtype"], uuid=n["uuid"],
+                                                         signed_ms=n["signed"], tx=tx, renewal_info=renewal))
+        return out
+
+    def storm(self, seed):
+        """Every uuid once, plus 30 % redeliveries, shuffled."""
+        rng = random.Random(seed)
+        uuids = [n["uuid"] for n in self.notes]
+        deliveries = uuids + rng.sample(uuids, int(len(uuids) * DUPLICATES))
+        rng.shuffle(deliveries)
+        return deliveries
+
+
+@pytest.fixture(scope="module")
+def plan():
+    return Plan()
+
+
+@pytest.fixture(scope="module")
+def store_dir():
+    d = tempfile.mkdtemp(prefix="storm-store-")
+    subprocess.run([binary("billingctl"), "teststore", "init", d], check=True, capture_output=True)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+# ---------------------------------------------------------------------------------------------------
+# Processes, orders, delivery, snapshots.
+
+class Node(Billingd):
+    """billingd with the notifications endpoint on a port of its own (kept across restarts)."""
+
+    def __init__(self, store, database):
+        self.notify_port = free_port()
+        super().__init__("--dev", "--dev-store", store, "--bundle-id", mint.BUNDLE,
+                         "--notifications-listen", f"127.0.0.1:{self.notify_port}", database=database)
+
+    def start(self):
+        super().start()
+        deadline = time.time() + 15
+        while time.time() < deadline:
+            try:
+                with __import__("socket").create_connection(("127.0.0.1", self.notify_port), timeout=0.2):
+                    return
+            except OSError:
+                time.sleep(0.02)
+
+
+def cluster(n, store, database=None):
+    database = database or postgres_database()
+    nodes = [Node(store, database) for _ in range(n)]
+    return database, nodes
+
+
+def shutdown(nodes, channels=()):
+    for c in channels:
+        c.close()
+    for n in nodes:
+        n.stop()
+
+
+def create_orders(stubs, plan):
+    """One PENDING order per lifecycle, through every replica in turn; returns their ids in plan order."""
+    def create(i):
+        return stubs[i % len(stubs)].CreateOrder(
+            pb.CreateOrderRequest(account_id=plan.account(i), product_id=MONTHLY, idempotency_key=f"storm-{i}"),
+            timeout=30).order.order_id
+    with ThreadPoolExecutor(THREADS) as pool:
+        return list(pool.map(create, range(TRANSACTIONS)))
+
+
+class Poster:
+    """POSTs bodies over HTTP/1.1 keep-alive, one connection per replica; Apple-style redelivery:
+    anything but 200 (connection error, 5xx) is retried with backoff, up to `attempts` times."""
+
+    def __init__(self, nodes, attempts=1, deadline=None):
+        self.nodes, self.attempts, self.deadline = nodes, attempts, deadline
+        self.conns = [None] * len(nodes)
+
+    def _conn(self, k):
+        if self.conns[k] is None:
+            self.conns[k] = http.client.HTTPConnection("127.0.0.1", self.nodes[k].notify_port, timeout=30)
+        return self.conns[k]
+
+    def post(self, body, first, stats):
+        """Delivers until 200; returns the answer's result (applied, duplicate, ignored) or raises."""
+        backoff = 0.02
+        for attempt in range(self.attempts):
+            k = (first + attempt) % len(self.nodes)
+            try:
+                c = self._conn(k)
+                c.request("POST", PATH, body=body, headers=HEADERS)
+                r = c.getresponse()
+                data = r.read()
+                if r.status == 200:
+                    return json.loads(data)["result"]
+                if r.status < 500:
+                    raise AssertionError(f"HTTP {r.status} {data!r}")
+                stats[f"http {r.status}"] += 1
+            except (OSError, http.client.HTTPException) as e:
+                stats[type(e).__name__] += 1
+                if self.conns[k] is not None:
+                    self.conns[k].close()
+                    self.conns[k] = None
+            if attempt + 1 == self.attempts or (self.deadline and time.time() > self.deadline):
+                break
+            time.sleep(backoff)
+            backoff = min(backoff * 2, 0.5)
+        raise AssertionError(f"no 200 after {attempt + 1} attempts: {dict(stats)}")
+
+    def close(self):
+        for c in self.conns:
+            if c is not None:
+                c.close()
+
+
+def storm(nodes, bodies, deliveries, attempts, during=None):
+    """Posts `deliveries` from THREADS threads, alternating replicas. `during(progress)` runs on the caller's
+    thread while they post. Returns (results Counter, retried Counter, seconds)."""
+    results, retried = collections.Counter(), collections.Counter()
+    lock = threading.Lock()
+    done = [0]
+    errors = []
+    deadline = time.time() + 300
+
+    def worker(w):
+        poster = Poster(nodes, attempts=attempts, deadline=deadline)
+        mine, stats = collections.Counter(), collections.Counter()
+        try:
+            for j in range(w, len(deliveries), THREADS):
+                mine[poster.post(bodies[deliveries[j]], j % len(nodes), stats)] += 1
+                with lock:
+                    done[0] += 1
+        except Exception as e:  # reported below, with the thread's counts
+            errors.append(repr(e))
+        finally:
+            poster.close()
+            with lock:
+                results.update(mine)
+                retried.update(stats)
+
+    started = time.time()
+    threads = [threading.Thread(target=worker, args=(w,)) for w in range(THREADS)]
+    for t in threads:
+        t.start()
+    if during:
+        during(lambda: done[0] / len(deliveries))
+    for t in threads:
+        t.join(timeout=max(1, deadline - time.time()))
+    assert not any(t.is_alive() for t in threads), "storm threads hung"
+    assert not errors, errors[:5]
+    return results, retried, time.time() - started
+
+
+def list_events(stub):
+    events, cursor = [], 0
+    while True:
+        page = stub.ListEvents(pb.ListEventsRequest(after_cursor=cursor, limit=1000), timeout=30)
+        events += page.events
+        if not page.events:
+            return events
+        cursor = page.next_cursor
+
+
+def snapshot(stub, order_ids, plan):
+    def order(oid):
+        o = stub.GetOrder(pb.GetOrderRequest(order_id=oid), timeout=30).order
+        return pb.OrderState.Name(o.state), o.transaction_id
+
+    def entitlements(account):
+        es = stub.GetEntitlements(pb.GetEntitlementsRequest(account_id=account, include_inactive=True), timeout=30).entitlements
+        return sorted((e.original_transaction_id, e.latest_transaction_id, e.expires_time_ms, e.active, e.auto_renew,
+                       e.revocation_time_ms) for e in es)
+    with ThreadPoolExecutor(THREADS) as pool:
+        orders = list(pool.map(order, order_ids))
+        ents = dict(zip(plan.accounts, pool.map(entitlements, plan.accounts)))
+    events = list_events(stub)
+    types = collections.Counter(pb.EventType.Name(e.type) for e in events)
+    cursors = [e.cursor for e in events]
+    assert all(a < b for a, b in zip(cursors, cursors[1:])), "ListEvents cursors not strictly increasing"
+    return dict(orders=orders, entitlements=ents, events=len(events), types=types)
+
+
+def compare(name, got, want):
+    diffs = [i for i, (a, b) in enumerate(zip(got["orders"], want["orders"])) if a != b]
+    assert not diffs, f"{name}: {len(diffs)} orders differ, e.g. order {diffs[0]}: {got['orders'][diffs[0]]} vs {want['orders'][diffs[0]]}"
+    bad = [a for a in want["entitlements"] if got["entitlements"][a] != want["entitlements"][a]]
+    assert not bad, (f"{name}: entitlements of {len(bad)} accounts differ, e.g. {bad[0]}:\n"
+                     f"{got['entitlements'][bad[0]]}\nvs reference\n{want['entitlements'][bad[0]]}")
+    assert got["types"] == want["types"], f"{name}: event types {dict(got['types'])} vs reference {dict(want['types'])}"
+    assert got["events"] == want["events"]
+
+
+@pytest.fixture(scope="module")
+def reference(plan, store_dir):
+    """One fresh billingd and database; every distinct notification once, sequentially, in signedDate order."""
+    _, nodes = cluster(1, store_dir)
+    channel = nodes[0].channel()
+    try:
+        stub = billing(channel)
+        order_ids = create_orders([stub], plan)
+        bodies = plan.mint(mint.Signer(store_dir), order_ids)
+        poster, stats, results = Poster(nodes), collections.Counter(), collections.Counter()
+        started = time.time()
+        for n in sorted(plan.notes, key=lambda n: n["signed"]):
+            results[poster.post(bodies[n["uuid"]], 0, stats)] += 1
+        elapsed = time.time() - started
+        poster.close()
+        assert results == {"applied": len(plan.notes)}, results
+        snap = snapshot(stub, order_ids, plan)
+        print(f"\nreference: {len(plan.notes)} notifications over {TRANSACTIONS} subscriptions, {ACCOUNTS} accounts, "
+              f"in signedDate order on one billingd: {elapsed:.1f} s ({len(plan.notes) / elapsed:.0f}/s); "
+              f"{snap['events']} events {dict(sorted(snap['types'].items()))}")
+        check_expected(plan, snap)
+        return snap
+    finally:
+        shutdown(nodes, [channel])
+
+
+def check_expected(plan, snap):
+    """What the plan says, independently of billingd: orders refunded iff refunded, the latest renewal and its expiry."""
+    for i, shape in enumerate(plan.lifecycles):
+        state, txid = snap["orders"][i]
+        assert state == ("ORDER_STATE_REFUNDED" if shape["refund"] else "ORDER_STATE_COMPLETED"), (i, shape, state)
+        assert txid == shape["original"]
+        ent = [e for e in snap["entitlements"][plan.account(i)] if e[0] == shape["original"]]
+        assert len(ent) == 1, (i, ent)
+        assert ent[0][1] == str(int(shape["original"]) + shape["renewals"]), (i, shape, ent)
+        if not shape["refund"]:
+            assert ent[0][5] == 0, (i, shape, ent)
+        elif shape["renewals"] == 0:  # the refunded transaction is the latest one
+            assert ent[0][5] != 0 and not ent[0][3], (i, shape, ent)
+        if shape["expired"]:
+            assert not ent[0][3], (i, shape, ent)
+
+
+def run_storm(name, plan, store_dir, reference, kill=False):
+    database, nodes = cluster(2, store_dir)
+    channels = [n.channel() for n in nodes]
+    try:
+        stubs = [billing(c) for c in channels]
+        t = time.time()
+        order_ids = create_orders(stubs, plan)
+        created = time.time() - t
+        t = time.time()
+        bodies = plan.mint(mint.Signer(store_dir), order_ids)
+        minted = time.time() - t
+        deliveries = plan.storm(seed=SEED + (7 if kill else 3))
+        killed = {}
+
+        def kill_one(progress):
+            deadline = time.time() + 120
+            while progress() < 0.4 and time.time() < deadline:
+                time.sleep(0.01)
+            killed["at"] = progress()
+            nodes[1].kill()
+            t0 = time.time()
+            time.sleep(0.3)
+            nodes[1].start()
+            killed["down"] = time.time() - t0
+        results, retried, elapsed = storm(nodes, bodies, deliveries, attempts=60 if kill else 20,
+                                          during=kill_one if kill else None)
+        assert sum(results.values()) == len(deliveries)
+        # Exactly once by notificationUUID: every distinct one recorded once. Each delivery is answered
+        # "applied" or "duplicate"; only a notification whose first answer was lost to the kill (committed,
+        # then the connection died) may be answered "duplicate" on every delivery.
+        lost = sum(v for k, v in retried.items() if not k.startswith("ConnectionRefused"))
+        assert set(results) <= {"applied", "duplicate"}, results
+        assert len(plan.notes) - lost <= results["applied"] <= len(plan.notes), (results, retried)
+        recorded = subprocess.run(["psql", database, "-tAc", "SELECT count(*), count(DISTINCT notification_uuid) FROM notifications"],
+                                  capture_output=True, text=True, check=True).stdout.strip()
+        assert recorded == f"{len(plan.notes)}|{len(plan.notes)}", recorded
+        snaps = [snapshot(s, order_ids, plan) for s in stubs]
+        print(f"\n{name}: {len(deliveries)} deliveries ({len(plan.notes)} distinct + {len(deliveries) - len(plan.notes)} "
+              f"redeliveries) from {THREADS} threads to 2 replicas: {elapsed:.1f} s ({len(deliveries) / elapsed:.0f}/s); "
+              f"answers {dict(results)}; retried {dict(retried) or 0}"
+              + (f"; replica 2 killed -9 at {killed['at']:.0%} and back in {killed['down']:.1f} s" if kill else "")
+              + f"; {TRANSACTIONS} orders created in {created:.1f} s, minted in {minted:.1f} s; "
+              f"{snaps[0]['events']} events")
+        if not kill:
+            assert not retried, f"a healthy storm needed retries: {dict(retried)}"
+        assert snaps[0] == snaps[1], "the two replicas disagree"
+        compare(name, snaps[0], reference)
+    finally:
+        shutdown(nodes, channels)
+
+
+def test_storm_two_replicas_matches_in_order_reference(plan, store_dir, reference):
+    run_storm("storm", plan, store_dir, reference)
+
+
+def test_storm_with_kill9_and_redelivery_matches_reference(plan, store_dir, reference):
+    run_storm("storm with kill -9", plan, store_dir, reference, kill=True)
+
+
+# ---------------------------------------------------------------------------------------------------
+# WatchEvents: resumed 100 times across replicas while 8 writers work; then latency.
+
+def purchase_body(signer, order_id, transaction_id):
+    now = int(time.time() * 1000)
+    tx = mint.transaction(transaction_id, PREMIUM, product_type=mint.NON_CONSUMABLE, purchase_ms=now - 1000, token=order_id,
+                          signed_ms=now - 1000)
+    return mint.body(mint.notification(signer, "ONE_TIME_CHARGE", signed_ms=now - 500, tx=tx))
+
+
+def test_watch_events_resumed_100_times_misses_and_repeats_nothing(store_dir):
+    database, nodes = cluster(2, store_dir)
+    channels = [n.channel() for n in nodes]
+    stubs = [billing(c) for c in channels]
+    signer = mint.Signer(store_dir)
+    stop = threading.Event()
+    ops, errors = collections.Counter(), []
+    lock = threading.Lock()
+    deadline = time.time() + 90
+
+    def writer(w):
+        poster = Poster(nodes, attempts=5)
+        stats = collections.Counter()
+        try:
+            for i in range(WATCH_OPS // THREADS):
+                if stop.is_set() or time.time() > deadline:
+                    break
+                k = (w + i) % 2
+                order = stubs[k].CreateOrder(pb.CreateOrderRequest(account_id=f"watch-{w}-{i}", product_id=PREMIUM),
+                                             timeout=30).order
+                result = poster.post(purchase_body(signer, order.order_id, f"{w:02d}{i:06d}"), 1 - k, stats)
+                with lock:
+                    ops[result] += 1
+        except Exception as e:
+            errors.append(repr(e))
+        finally:
+            poster.close()
+
+    received, sessions, timeouts, where = [], 0, 0, {}
+    rng = random.Random(SEED)
+    try:
+        writers = [threading.Thread(target=writer, args=(w,)) for w in range(THREADS)]
+        started = time.time()
+        for t in writers:
+            t.start()
+        last = 0
+        for sessions in range(1, 101):
+            want = rng.randint(1, 12)
+            call = stubs[sessions % 2].WatchEvents(pb.WatchEventsRequest(after_cursor=last), timeout=10)
+            try:
+                for e in call:
+                    assert e.cursor > last, f"cursor {e.cursor} after {last} (session {sessions})"
+                    received.append(e)
+                    where[e.cursor] = (sessions, sessions % 2)
+                    last = e.cursor
+                    want -= 1
+                    if want == 0:
+                        break
+            except grpc.RpcError as err:
+                assert err.code() == grpc.StatusCode.DEADLINE_EXCEEDED, err
+                timeouts += 1
+            finally:
+                call.cancel()
+        resumed = len(received)
+        stop.set()
+        for t in writers:
+            t.join(timeout=120)
+        assert not any(t.is_alive() for t in writers)
+        assert not errors, errors[:3]
+        writing = time.time() - started
+        # Drain to the final cursor, alternating replicas on every (bounded) session.
+        history = list_events(stubs[0])
+        final = history[-1].cursor
+        drain_deadline = time.time() + 60
+        while last < final and time.time() < drain_deadline:
+            sessions += 1
+            call = stubs[sessions % 2].WatchEvents(pb.WatchEventsRequest(after_cursor=last), timeout=10)
+            try:
+                for e in call:
+                    assert e.cursor > last
+                    received.append(e)
+                    last = e.cursor
+                    if last >= final:
+                        break
+            except grpc.RpcError as err:
+                assert err.code() == grpc.StatusCode.DEADLINE_EXCEEDED, err
+            finally:
+                call.cancel()
+        got = [(e.cursor, e.type, e.account_id) for e in received]
+        want = [(e.cursor, e.type, e.account_id) for e in history]
+        missed = len(set(want) - set(got))
+        gaps = gap_ranges(sorted(c for c, _, _ in set(want) - set(got)))
+        repeated = len(got) - len(set(got))
+        print(f"\nwatch: {sum(ops.values())} orders paid by ONE_TIME_CHARGE ({dict(ops)}) from {THREADS} writers through 2 replicas "
+              f"in {writing:.1f} s; {sessions} WatchEvents sessions alternating replicas ({timeouts} idle), {resumed} events "
+              f"while writing, {len(received)} in all; history {len(history)} events, final cursor {final}; "
+              f"missed {missed}, repeated {repeated}")
+        for lo, hi in gaps[:10]:
+            before = max((c for c in where if c < lo), default=0)
+            after = min((c for c in where if c > hi), default=0)
+            print(f"  missed cursors {lo}..{hi}: last received before {before} in session/replica {where.get(before)}, "
+                  f"next {after} in session/replica {where.get(after)}")
+        assert sum(ops.values()) >= 100 and ops["applied"] == sum(ops.values())
+        assert missed == 0 and repeated == 0
+        assert got == want
+        assert all(a < b for a, b in zip([c for c, _, _ in got], [c for c, _, _ in got][1:]))
+        assert collections.Counter(e.type for e in history)[pb.EVENT_TYPE_ORDER_COMPLETED] == sum(ops.values())
+    finally:
+        stop.set()
+        shutdown(nodes, channels)
+
+
+def gap_ranges(cursors):
+    ranges = []
+    for c in cursors:
+        if ranges and ranges[-1][1] == c - 1:
+            ranges[-1][1] = c
+        else:
+            ranges.append([c, c])
+    return ranges
+
+
+def percentile(values, p):
+    s = sorted(values)
+    return s[min(len(s) - 1, int(round(p / 100 * (len(s) - 1))))]
+
+
+def test_watch_events_delay_same_replica_and_across(store_dir):
+    database, nodes = cluster(2, store_dir)
+    channels = [n.channel() for n in nodes]
+    stubs = [billing(c) for c in channels]
+    per_side = 150
+    arrivals = {}
+    lock = threading.Lock()
+    try:
+        start = list_events(stubs[0])
+        call = stubs[0].WatchEvents(pb.WatchEventsRequest(after_cursor=start[-1].cursor if start else 0), timeout=120)
+
+        def watch():
+            try:
+                for e in call:
+                    now = time.time() * 1000
+                    with lock:
+                        arrivals[e.account_id] = now - e.time_ms
+                    if len(arrivals) >= 2 * per_side:
+                        return
+            except grpc.RpcError:
+                pass
+        watcher = threading.Thread(target=watch)
+        watcher.start()
+        time.sleep(0.5)  # the watcher is live
+        rng = random.Random(SEED)
+        for i in range(2 * per_side):
+            side = i % 2
+            stubs[side].CreateOrder(pb.CreateOrderRequest(account_id=f"{'same' if side == 0 else 'across'}-{i}",
+                                                          product_id=PREMIUM), timeout=10)
+            time.sleep(rng.uniform(0.005, 0.03))
+        watcher.join(timeout=30)
+        call.cancel()
+        same = [v for k, v in arrivals.items() if k.startswith("same")]
+        across = [v for k, v in arrivals.items() if k.startswith("across")]
+        assert len(same) == per_side and len(across) == per_side, (len(same), len(across))
+        line = (f"\nWatchEvents delay (receive - event.time_ms), watcher on replica 1: same replica n={len(same)} "
+                f"p50 {percentile(same, 50):.1f} ms p99 {percentile(same, 99):.1f} ms max {max(same):.1f} ms; across replicas "
+                f"n={len(across)} p50 {percentile(across, 50):.1f} ms p99 {percentile(across, 99):.1f} ms max {max(across):.1f} ms")
+        print(line)
+        assert len(same) == per_side and len(across) == per_side
+        assert percentile(same, 99) <= 50, line
+        assert percentile(across, 99) <= 1000, line
+    finally:
+        shutdown(nodes, channels)
