@@ -86,7 +86,7 @@ public final class App: Sendable {
         var router = Router()
         service.register(in: &router)
         if let apiKeys {
-            router.guardAll { apiKeys.check($0) }
+            router.authenticate { apiKeys.check($0) }
         }
 
         var serverConfig = ServerConfiguration()

@@ -32,6 +32,8 @@ public struct ServerConfiguration: Sendable {
 /// The end of one call, for logs and metrics.
 public struct CallRecord: Sendable {
     public var method: String
+    /// False for a path the router does not know: metrics label such calls `unknown`, whatever they named.
+    public var knownMethod: Bool
     public var code: StatusCode
     public var reason: String?
     public var durationNanoseconds: UInt64
@@ -81,7 +83,7 @@ final class ServerShared: Sendable {
         let elapsed = stream.startedAt == 0 ? 0 : Monotonic.now() &- stream.startedAt
         let method = !stream.methodName.isEmpty ? stream.methodName
             : (stream.path.hasPrefix("/") ? String(stream.path.dropFirst()) : stream.path)
-        observer(CallRecord(method: method,
+        observer(CallRecord(method: method, knownMethod: stream.knownMethod,
                             code: code, reason: reason, durationNanoseconds: elapsed, peer: peer,
                             requestIDPrefix: requestIDPrefix, requestNumber: stream.requestNumber,
                             notes: stream.cancellation?.noted ?? [], peerSubject: peerSubject))

@@ -471,7 +471,21 @@ final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
             fail(stream, .shuttingDown)
             return
         }
-        if let (method, bidi) = shared.router.bidiRoute(forPath: stream.path) {
+        let router = shared.router
+        stream.knownMethod = router.knows(path: stream.path)
+        if router.authenticates {
+            // Before anything per method, unknown methods included: their names are the peer's to choose.
+            let cancellation = Cancellation()
+            stream.cancellation = cancellation
+            let method = stream.path.hasPrefix("/") ? String(stream.path.dropFirst()) : stream.path
+            let context = CallContext(method: method, metadata: stream.metadata, peer: peer,
+                                      cancellation: cancellation, peerSubject: peerSubject)
+            if let refusal = router.refusal(for: context) {
+                fail(stream, refusal)
+                return
+            }
+        }
+        if let (method, bidi) = router.bidiRoute(forPath: stream.path) {
             stream.bidiHandler = bidi
             stream.methodName = method
             stream.handler = { _, _, _ in }  // routed; answers go through the stream writer
@@ -480,14 +494,14 @@ final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
             if endStream { requestEnded(streamID: stream.id) }
             return
         }
-        if let (method, streaming) = shared.router.streamingRoute(forPath: stream.path) {
+        if let (method, streaming) = router.streamingRoute(forPath: stream.path) {
             stream.streamingHandler = streaming
             stream.methodName = method
             stream.handler = { _, _, _ in }  // marks the stream routed; dispatch takes the streaming path
             if endStream { dispatch(stream) }
             return
         }
-        guard let (method, handler) = shared.router.route(forPath: stream.path) else {
+        guard let (method, handler) = router.route(forPath: stream.path) else {
             let method = stream.path.hasPrefix("/") ? String(stream.path.dropFirst()) : stream.path
             fail(stream, .unimplemented(method))
             return
@@ -587,7 +601,7 @@ final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
         }
         stream.dispatched = true
         stream.capDeadline = 0
-        let cancellation = Cancellation()
+        let cancellation = stream.cancellation ?? Cancellation()
         stream.cancellation = cancellation
         var deadline: ContinuousClock.Instant?
         let id = stream.id
@@ -629,7 +643,7 @@ final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
             return
         }
         stream.dispatched = true
-        let cancellation = Cancellation()
+        let cancellation = stream.cancellation ?? Cancellation()
         stream.cancellation = cancellation
         var deadline: ContinuousClock.Instant?
         let cap: Int64? = config.maxDeadlineNanoseconds > 0 ? config.maxDeadlineNanoseconds : nil

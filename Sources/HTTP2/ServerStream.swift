@@ -41,6 +41,8 @@ final class ServerStream {
     var cancellation: Cancellation?
     var startedAt: UInt64 = 0
     var methodName = ""
+    /// The router knows `path`; calls to other paths share one metric label.
+    var knownMethod = false
     var requestNumber: UInt64 = 0
     /// The framed OK message being sent, and how much nghttp2 has taken.
     var body: [UInt8] = []
