@@ -97,6 +97,7 @@ public final class App: Sendable {
         serverConfig.maxConnections = configuration.maxConnections
         serverConfig.maxInFlight = configuration.maxInFlight
         serverConfig.maxHeaderListBytes = configuration.maxHeaderListBytes
+        serverConfig.maxConnectionBufferBytes = configuration.maxConnectionBufferBytes
         serverConfig.maxDeadlineNanoseconds = Int64(configuration.maxDeadline * 1e9)
         serverConfig.idleTimeoutNanoseconds = Int64(configuration.idleTimeout * 1e9)
         if let cert = configuration.tlsCert, let key = configuration.tlsKey {

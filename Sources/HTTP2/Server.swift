@@ -17,6 +17,9 @@ public struct ServerConfiguration: Sendable {
     public var maxConnections = 10_000
     /// Calls dispatched and not yet answered; more answer RESOURCE_EXHAUSTED OVERLOADED.
     public var maxInFlight = 10_000
+    /// Request bytes one connection may hold in unfinished messages, over all its streams; the stream
+    /// that crosses it is answered RESOURCE_EXHAUSTED OVERLOADED.
+    public var maxConnectionBufferBytes = 64 << 20
     /// The longest a call may run: a larger or missing grpc-timeout is capped to this.
     public var maxDeadlineNanoseconds: Int64 = 60_000_000_000
     /// A connection with no open stream for this long gets GOAWAY and is closed.

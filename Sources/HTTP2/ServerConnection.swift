@@ -20,6 +20,8 @@ final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
     private var streams: [Int32: ServerStream] = [:]
     private var pending: [UInt8] = []
     private var pendingOffset = 0
+    /// Request bytes held in unfinished messages over all streams (`maxConnectionBufferBytes`).
+    private var bufferedRequestBytes = 0
     private var watchingWrites = false
     private var flushScheduled = false
     /// Monotonic time of the last byte read or written, and of the last write progress.
@@ -349,6 +351,7 @@ final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
     }
 
     private func abandon(_ stream: ServerStream) {
+        releaseBuffer(stream)
         if let timer = stream.timerID { loop.cancelTimer(timer) }
         if stream.dispatched && (!stream.responded || (stream.streamsResponse && !stream.streamFinished)) {
             stream.cancellation?.cancel()
@@ -522,13 +525,48 @@ final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
             if let error = stream.streamDeframer?.append(bytes, { receiver.onMessage($0) }) {
                 stream.cancellation?.cancel()
                 streamEvent(streamID: streamID, .finish(error))
+                releaseBuffer(stream)
+                return
             }
+            account(stream, stream.streamDeframer?.bufferedBytes ?? 0)
             return
         }
         guard let stream = streams[streamID], stream.handler != nil, !stream.responded, !stream.dispatched else { return }
         if let error = stream.deframer.append(bytes) {
             fail(stream, error)
+            releaseBuffer(stream)
+            return
         }
+        account(stream, stream.deframer.bufferedBytes)
+    }
+
+    /// Counts what `stream` holds now in the connection's budget; the stream that crosses it is refused.
+    private func account(_ stream: ServerStream, _ now: Int) {
+        bufferedRequestBytes += now - stream.bufferedBytes
+        stream.bufferedBytes = now
+        let limit = shared.configuration.maxConnectionBufferBytes
+        guard now > 0, bufferedRequestBytes > limit else { return }
+        let error = RPCError.connectionBufferFull(limit: limit)
+        if stream.bidiHandler != nil {
+            stream.cancellation?.cancel()
+            streamEvent(streamID: stream.id, .finish(error))
+        } else {
+            fail(stream, error)
+        }
+        releaseBuffer(stream)
+        scheduleFlush()
+    }
+
+    /// Drops the request bytes `stream` holds and takes them out of the budget.
+    private func releaseBuffer(_ stream: ServerStream) {
+        if stream.bufferedBytes == 0 { return }
+        if stream.bidiHandler != nil {
+            stream.streamDeframer = nil
+        } else {
+            stream.deframer = MessageDeframer(maxMessageBytes: shared.configuration.maxMessageBytes)
+        }
+        bufferedRequestBytes -= stream.bufferedBytes
+        stream.bufferedBytes = 0
     }
 
     fileprivate func requestEnded(streamID: Int32) {
@@ -635,8 +673,11 @@ final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
         case .success(let m): message = m
         case .failure(let error):
             fail(stream, error)
+            releaseBuffer(stream)
             return
         }
+        // The handler owns the message now; the budget counts only what waits for more bytes.
+        releaseBuffer(stream)
         let config = shared.configuration
         if shared.inFlight.load(ordering: .relaxed) >= config.maxInFlight {
             fail(stream, .overloaded)

@@ -29,6 +29,8 @@ final class ServerStream {
     var streamFinished = false
     var finishError: RPCError?
     var deframer: MessageDeframer
+    /// Request bytes this stream holds, as counted in its connection's budget.
+    var bufferedBytes = 0
     /// The request side has ended (END_STREAM seen).
     var remoteClosed = false
     /// A handler is running or an answer is being written.

@@ -61,3 +61,136 @@ def test_unknown_methods_share_one_series_and_meet_the_key_check_first(tmp_path)
         assert len(text) < before + 16 * 1024
     finally:
         s.stop()
+
+
+class Peer:
+    """A raw HTTP/2 client (the `h2` package) that sends exactly what a test says."""
+
+    def __init__(self, address):
+        host, port = address.rsplit(":", 1)
+        self.sock = socket.create_connection((host, int(port)), timeout=10)
+        self.conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True, header_encoding="utf-8"))
+        self.conn.initiate_connection()
+        self.conn.update_settings({h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 1 << 24})
+        self.flush()
+        self.events = []
+
+    def flush(self):
+        data = self.conn.data_to_send()
+        if data:
+            self.sock.sendall(data)
+
+    def start(self, path):
+        sid = self.conn.get_next_available_stream_id()
+        self.conn.send_headers(sid, [(":method", "POST"), (":scheme", "http"), (":path", path), (":authority", "billingd"),
+                                     ("content-type", "application/grpc"), ("te", "trailers")])
+        return sid
+
+    def send(self, sid, data, end=False):
+        size = self.conn.max_outbound_frame_size
+        for i in range(0, len(data), size):
+            piece = data[i:i + size]
+            assert self.receive(lambda _: self.conn.local_flow_control_window(sid) >= len(piece))
+            self.conn.send_data(sid, piece, end_stream=end and i + size >= len(data))
+            self.flush()
+        if end and not data:
+            self.conn.end_stream(sid)
+        self.flush()
+
+    def receive(self, until, seconds=10):
+        """Reads events until `until(events)` holds; False when the time is up or the connection ended."""
+        deadline = time.time() + seconds
+        while not until(self.events):
+            if time.time() > deadline:
+                return False
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                return False
+            for event in self.conn.receive_data(chunk):
+                self.events.append(event)
+                if isinstance(event, h2.events.DataReceived):
+                    self.conn.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
+            self.flush()
+        return True
+
+    def round_trip(self):
+        """A PING and its ACK: the server has read everything sent before it."""
+        self.conn.ping(b"bounds!!")
+        self.flush()
+        assert self.receive(lambda es: any(isinstance(e, h2.events.PingAckReceived) and e.ping_data == b"bounds!!" for e in es))
+
+    def trailers(self, sid):
+        for e in self.events:
+            if isinstance(e, (h2.events.TrailersReceived, h2.events.ResponseReceived)) and e.stream_id == sid:
+                h = dict(e.headers)
+                if "grpc-status" in h:
+                    return h
+        return None
+
+    def close(self):
+        self.sock.close()
+
+
+def memory(pid):
+    """VmRSS, VmHWM and VmSize of a process, in KiB."""
+    out = {}
+    with open(f"/proc/{pid}/status") as f:
+        for line in f:
+            key, _, value = line.partition(":")
+            if key in ("VmRSS", "VmHWM", "VmSize"):
+                out[key] = int(value.split()[0])
+    return out
+
+
+def test_announced_sizes_cost_nothing_until_bytes_arrive():
+    s = Billingd("--log-level", "warning", "--threads", "1")
+    try:
+        with s.channel() as ch:
+            billing(ch).CreateOrder(pb.CreateOrderRequest(account_id="warm", product_id="p"), timeout=5)
+        peer = Peer(s.address)
+        peer.round_trip()
+        before = memory(s.proc.pid)
+        prefix = b"\x00" + (4 << 20).to_bytes(4, "big")  # 4 MiB announced, never sent
+        sids = []
+        for _ in range(1024):
+            sid = peer.start("/billing.v1.Billing/CreateOrder")
+            peer.conn.send_data(sid, prefix)
+            sids.append(sid)
+        peer.flush()
+        peer.round_trip()
+        after = memory(s.proc.pid)
+        print(f"1,024 streams x 4 MiB announced: VmHWM {before['VmHWM']} -> {after['VmHWM']} KiB, "
+              f"VmRSS {before['VmRSS']} -> {after['VmRSS']} KiB, VmSize {before['VmSize']} -> {after['VmSize']} KiB")
+        assert after["VmHWM"] - before["VmHWM"] < 50 * 1024
+        # Reserving the announced size would map 4 GiB even if untouched.
+        assert after["VmSize"] - before["VmSize"] < 512 * 1024
+        peer.close()
+        with s.channel() as ch:
+            assert billing(ch).CreateOrder(pb.CreateOrderRequest(account_id="after", product_id="p"), timeout=5).order.order_id
+    finally:
+        s.stop()
+
+
+def test_connection_buffer_budget_refuses_the_stream_that_crosses_it():
+    s = Billingd("--log-level", "warning", "--max-connection-buffer-bytes", str(1 << 20))
+    try:
+        peer = Peer(s.address)
+        size = 500_000
+        prefix = b"\x00" + size.to_bytes(4, "big")
+        sids = [peer.start("/billing.v1.Billing/CreateOrder") for _ in range(3)]
+        for sid in sids:
+            peer.send(sid, prefix + b"\x00" * 350_000)
+        peer.round_trip()
+        assert peer.receive(lambda _: peer.trailers(sids[2]) is not None)
+        third = peer.trailers(sids[2])
+        assert third["grpc-status"] == "8", third  # RESOURCE_EXHAUSTED, OVERLOADED
+        assert peer.trailers(sids[0]) is None and peer.trailers(sids[1]) is None
+        # The refused stream's bytes are released: the first two complete within the budget.
+        for sid in sids[:2]:
+            peer.send(sid, b"\x00" * (size - 350_000), end=True)
+        assert peer.receive(lambda _: peer.trailers(sids[0]) is not None and peer.trailers(sids[1]) is not None)
+        for sid in sids[:2]:
+            assert peer.trailers(sid)["grpc-status"] != "8"
+        peer.close()
+    finally:
+        s.stop()
