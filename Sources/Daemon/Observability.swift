@@ -84,5 +84,6 @@ final class MeasuredOrderStore: OrderStore {
     func setEventListener(_ listener: @escaping @Sendable () -> Void) { inner.setEventListener(listener) }
 
     func isReachable() -> Bool { inner.isReachable() }
+    var queuedJobs: Int { inner.queuedJobs }
     func close() { inner.close() }
 }

@@ -194,3 +194,58 @@ def test_connection_buffer_budget_refuses_the_stream_that_crosses_it():
         peer.close()
     finally:
         s.stop()
+
+
+def test_queued_database_work_is_bounded_by_max_in_flight():
+    port = free_port()
+    s = Billingd("--max-in-flight", "8", "--metrics-listen", f"127.0.0.1:{port}", "--log-level", "warning")
+    try:
+        with s.channel() as ch:
+            billing(ch).CreateOrder(pb.CreateOrderRequest(account_id="warm", product_id="p"), timeout=5)
+        # A slow disk: another connection holds SQLite's write lock, so every write waits.
+        db = sqlite3.connect(os.path.join(s.dir, "billing.db"), timeout=1, isolation_level=None)
+        db.execute("BEGIN IMMEDIATE")
+        results, peak, stop = [], [0], threading.Event()
+        lock = threading.Lock()
+
+        def caller(n):
+            with s.channel() as ch:
+                stub = billing(ch)
+                for i in range(40):
+                    try:
+                        stub.CreateOrder(pb.CreateOrderRequest(account_id=f"q{n}-{i}", product_id="p"), timeout=0.05)
+                        r = "OK"
+                    except grpc.RpcError as e:
+                        r = error_info(e).reason if e.code() == grpc.StatusCode.RESOURCE_EXHAUSTED else e.code().name
+                    with lock:
+                        results.append(r)
+
+        def watch():
+            while not stop.is_set():
+                for line in scrape(port).splitlines():
+                    if line.startswith("billingd_db_queued_jobs "):
+                        peak[0] = max(peak[0], float(line.split()[1]))
+                time.sleep(0.02)
+        try:
+            watcher = threading.Thread(target=watch)
+            watcher.start()
+            threads = [threading.Thread(target=caller, args=(n,)) for n in range(4)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+            stop.set()
+            watcher.join()
+        finally:
+            db.rollback()
+            db.close()
+        counts = {r: results.count(r) for r in set(results)}
+        print(f"160 CreateOrder with a 50 ms deadline against a locked database: {counts}; peak queued jobs {peak[0]:.0f}")
+        assert set(results) <= {"DEADLINE_EXCEEDED", "OVERLOADED"}
+        assert counts.get("OVERLOADED", 0) > 0
+        assert peak[0] <= 8
+        time.sleep(0.5)
+        with s.channel() as ch:
+            assert billing(ch).CreateOrder(pb.CreateOrderRequest(account_id="after", product_id="p"), timeout=10).order.order_id
+    finally:
+        s.stop()
