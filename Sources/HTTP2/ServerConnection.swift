@@ -37,8 +37,13 @@ final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
     /// h2c: the first bytes, held until they show the HTTP/2 preface (or an HTTP/1 request).
     private var awaitingPreface = false
     private var prefaceBytes: [UInt8] = []
-    /// An HTTP/1 request was answered in HTTP/1.1; what the peer still sends is read and dropped until it closes.
+    /// Our side is shut (after an HTTP/1.1 answer or a GOAWAY); what the peer still sends is read and
+    /// dropped until it closes, so unread input does not turn our FIN into a reset.
     private var discarding = false
+    /// Set once the connection is ending: the monotonic time it closes at the latest, written or not.
+    private var lingerUntil: UInt64 = 0
+    /// How long an ending connection waits for its last bytes to go out and for the peer to close.
+    static let lingerNanoseconds: UInt64 = 2_000_000_000
     /// The loop's registry that keeps this connection alive.
     weak var owner: LoopConnections?
 
@@ -159,9 +164,9 @@ final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
         prefaceBytes = []
         startSession()
         let rv = bytes.withUnsafeBufferPointer { nghttp2_session_mem_recv(session, $0.baseAddress, $0.count) }
+        if rv < 0 { return terminate(Self.goawayCode(recvError: rv)) }
         flush()
-        if rv < 0 { return close() }
-        if !closed { readAvailable() }
+        if !closed && !discarding { readAvailable() }
     }
 
     /// An HTTP/1.x request on the gRPC port: one HTTP/1.1 answer, then the connection closes.
@@ -178,6 +183,40 @@ final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
         // Half-close and read until the peer closes, so unread request bytes do not turn our FIN into a reset.
         Glibc.shutdown(fd, Int32(SHUT_WR))
         discarding = true
+        lingerUntil = Monotonic.now() &+ Self.lingerNanoseconds
+    }
+
+    /// Ends the connection with a GOAWAY carrying `code`, queued after what already waits; once it is
+    /// written our side is shut (`shutOutput`). A peer that never reads is closed at `lingerUntil`.
+    private func terminate(_ code: nghttp2_error_code) {
+        guard !closed, !discarding else { return }
+        if lingerUntil == 0 { lingerUntil = Monotonic.now() &+ Self.lingerNanoseconds }
+        guard let session else { return close() }
+        nghttp2_session_terminate_session(session, code.rawValue)
+        flush()
+    }
+
+    /// The GOAWAY code for a fatal error of `nghttp2_session_mem_recv`.
+    static func goawayCode(recvError rv: Int) -> nghttp2_error_code {
+        switch Int32(rv) {
+        case NGHTTP2_ERR_FLOODED.rawValue, NGHTTP2_ERR_TOO_MANY_CONTINUATIONS.rawValue: NGHTTP2_ENHANCE_YOUR_CALM
+        case NGHTTP2_ERR_CALLBACK_FAILURE.rawValue, NGHTTP2_ERR_NOMEM.rawValue: NGHTTP2_INTERNAL_ERROR
+        default: NGHTTP2_PROTOCOL_ERROR
+        }
+    }
+
+    /// The session is over and everything it had is written (its GOAWAY last): shut our side so the peer
+    /// reads the GOAWAY and then EOF, and drop what it still sends until it closes.
+    private func shutOutput() {
+        guard !closed, !discarding else { return }
+        for stream in streams.values { abandon(stream) }
+        streams.removeAll()
+        tls?.shutdown()
+        tls = nil  // what still arrives is dropped unread, encrypted or not
+        Glibc.shutdown(fd, Int32(SHUT_WR))
+        discarding = true
+        if lingerUntil == 0 { lingerUntil = Monotonic.now() &+ Self.lingerNanoseconds }
+        loop.modify(fd, events: EPOLLIN.rawValue | EPOLLRDHUP.rawValue)
     }
 
     private func discardInput() {
@@ -217,12 +256,11 @@ final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
             lastActivity = Monotonic.now()
             let rv = nghttp2_session_mem_recv(session, buffer.baseAddress!.assumingMemoryBound(to: UInt8.self), n)
             if rv < 0 {
-                // A protocol error: nghttp2 may have queued a GOAWAY; send it, then close.
-                flush()
-                close()
+                // A flood or a protocol error nghttp2 does not answer itself: GOAWAY, then close.
+                terminate(Self.goawayCode(recvError: rv))
                 return
             }
-            if closed { return }
+            if closed || discarding { return }
             if tls == nil && n < buffer.count { break }
         }
         scheduleFlush()
@@ -230,7 +268,7 @@ final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
 
     /// Writes at the end of this loop iteration, together with every answer made in it.
     func scheduleFlush() {
-        guard !flushScheduled, !closed else { return }
+        guard !flushScheduled, !closed, !discarding else { return }
         flushScheduled = true
         loop.flushLater(self)
     }
@@ -244,7 +282,7 @@ final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
     /// Writes what nghttp2 has queued; parks the rest until the socket drains.
     func flush() {
         flushScheduled = false
-        guard !closed, let session else { return }
+        guard !closed, !discarding, let session else { return }
         while true {
             if pendingOffset < pending.count {
                 let result = pending.withUnsafeBytes { raw in
@@ -300,7 +338,7 @@ final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
         }
         watchWrites(false)
         if nghttp2_session_want_read(session) == 0 && nghttp2_session_want_write(session) == 0 {
-            close()
+            shutOutput()
         }
     }
 
@@ -362,6 +400,11 @@ final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
     /// Called once a second by the loop: GOAWAY after the idle timeout, drop a peer that stopped reading.
     func sweep(now: UInt64) {
         guard !closed else { return }
+        if lingerUntil != 0 {
+            // Ending: closed once the peer closes, or now at the latest.
+            if now >= lingerUntil { close() }
+            return
+        }
         for stream in streams.values where !stream.responded && stream.capDeadline != 0 && now >= stream.capDeadline {
             // Streaming calls end through their writer; the cap applies to them only before dispatch.
             if stream.dispatched && stream.streamsResponse { continue }
@@ -374,15 +417,12 @@ final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
         // and the peer has taken nothing for too long: it never reads. Drop it; its memory goes with it.
         let waiting = pendingOffset < pending.count || streams.values.contains { $0.responded && $0.bodyOffset < $0.body.count }
         if waiting, now &- lastWriteProgress > UInt64(config.writeStallNanoseconds) {
-            close()
+            // GOAWAY after what waits; a peer that still reads nothing is closed at the linger deadline.
+            terminate(NGHTTP2_ENHANCE_YOUR_CALM)
             return
         }
         if streams.isEmpty, !draining, now &- lastActivity > UInt64(config.idleTimeoutNanoseconds) {
-            if let session {
-                nghttp2_session_terminate_session(session, UInt32(NGHTTP2_NO_ERROR.rawValue))
-                flush()
-            }
-            if !closed { close() }
+            terminate(NGHTTP2_NO_ERROR)
         }
     }
 

@@ -249,3 +249,66 @@ def test_queued_database_work_is_bounded_by_max_in_flight():
             assert billing(ch).CreateOrder(pb.CreateOrderRequest(account_id="after", product_id="p"), timeout=10).order.order_id
     finally:
         s.stop()
+
+
+PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+
+
+def raw_frame(kind, flags, stream, payload=b""):
+    return len(payload).to_bytes(3, "big") + bytes([kind, flags]) + stream.to_bytes(4, "big") + payload
+
+
+def goaway_then_eof(address, flood, seconds=10):
+    """Sends the preface, an empty SETTINGS and `flood` without reading; then reads until EOF.
+    Returns (GOAWAY error codes seen, how the connection ended: "eof", "reset" or "timeout")."""
+    host, port = address.rsplit(":", 1)
+    sock = socket.create_connection((host, int(port)), timeout=seconds)
+    sock.sendall(PREFACE + raw_frame(4, 0, 0))
+    try:
+        sock.sendall(flood)
+    except (BrokenPipeError, ConnectionResetError):
+        pass
+    data, ended = b"", "timeout"
+    deadline = time.time() + seconds
+    try:
+        while time.time() < deadline:
+            chunk = sock.recv(1 << 20)
+            if not chunk:
+                ended = "eof"
+                break
+            data += chunk
+    except ConnectionResetError:
+        ended = "reset"
+    except socket.timeout:
+        pass
+    sock.close()
+    codes, i = [], 0
+    while i + 9 <= len(data):
+        length, kind = int.from_bytes(data[i:i + 3], "big"), data[i + 3]
+        if kind == 7 and i + 9 + length <= len(data):
+            codes.append(int.from_bytes(data[i + 13:i + 17], "big"))
+        i += 9 + length
+    return codes, ended
+
+
+ENHANCE_YOUR_CALM, PROTOCOL_ERROR = 0xB, 0x1
+
+
+def test_floods_and_protocol_errors_end_with_goaway_before_eof():
+    s = Billingd("--log-level", "warning")
+    try:
+        cases = {
+            "10,000 PINGs": (b"".join(raw_frame(6, 0, 0, i.to_bytes(8, "big")) for i in range(10_000)), ENHANCE_YOUR_CALM),
+            "10,000 SETTINGS": (raw_frame(4, 0, 0) * 10_000, ENHANCE_YOUR_CALM),
+            # HEADERS on an even (server-initiated) stream id, followed by more input the server leaves unread.
+            "HEADERS on stream 2": (raw_frame(1, 0x4, 2, b"\x82") + raw_frame(6, 0, 0, bytes(8)) * 2000, PROTOCOL_ERROR),
+        }
+        for name, (flood, code) in cases.items():
+            codes, ended = goaway_then_eof(s.address, flood)
+            print(f"{name}: GOAWAY codes {codes}, then {ended}")
+            assert codes and codes[-1] == code, (name, codes)
+            assert ended == "eof", (name, ended)
+        with s.channel() as ch:
+            assert billing(ch).CreateOrder(pb.CreateOrderRequest(account_id="after", product_id="p"), timeout=5).order.order_id
+    finally:
+        s.stop()
