@@ -128,6 +128,9 @@ public final class App: Sendable {
         registry.gauge("billingd_db_queued_jobs", help: "Database jobs waiting for a connection (at most --max-in-flight per queue).") {
             Double(storeForReady.queuedJobs)
         }
+        registry.counter("billingd_log_lines_dropped_total", help: "Log lines dropped because stdout did not keep up.") {
+            Double(logger.droppedLines)
+        }
         registry.counter("billingd_connections_refused_total", help: "Connections closed at accept (--max-connections).") {
             Double(server.refusedConnectionCount)
         }

@@ -54,6 +54,7 @@ def test_unknown_methods_share_one_series_and_meet_the_key_check_first(tmp_path)
         text = scrape(port)
         print(f"/metrics: {before} bytes before, {len(text)} bytes after 3,000 made-up method paths")
         assert "made.up" not in text and "other.Service" not in text
+        assert "billingd_log_lines_dropped_total 0" in text and "billingd_db_queued_jobs 0" in text
         assert 'billingd_rpc_calls_total{method="unknown",code="UNAUTHENTICATED"} 1502' in text
         assert 'billingd_rpc_calls_total{method="unknown",code="UNIMPLEMENTED"} 1502' in text
         assert 'billingd_rpc_errors_total{method="unknown",reason="UNAUTHENTICATED"} 1502' in text
