@@ -9,6 +9,8 @@ public enum BillingError: Error, Sendable, Equatable, CustomStringConvertible {
     case storageUnavailable(detail: String)
     /// The caller went away (deadline or cancel) before anything was written.
     case abandoned
+    /// The store's queue is full (more work waits than `--max-in-flight` allows); retry later.
+    case overloaded
     /// Not a JWS / not base64 PKCS#7 / cannot be decoded.
     case receiptMalformed(detail: String)
     /// Signature, chain, marker OIDs or certificate dates fail.
@@ -38,6 +40,7 @@ public enum BillingError: Error, Sendable, Equatable, CustomStringConvertible {
         case .idempotencyKeyReused: "the idempotency key was used before with different fields"
         case .storageUnavailable: "the order database is unavailable; retry"
         case .abandoned: "the call was abandoned before it was written"
+        case .overloaded: "the order database has too much work queued; retry later"
         case .receiptMalformed(let d): "the proof cannot be decoded: \(d)"
         case .receiptUntrusted(let d): "the proof is not trusted: \(d)"
         case .wrongApp(let d): "the proof is for another app: \(d)"

@@ -57,9 +57,13 @@ public protocol OrderStore: Sendable {
 
     /// Finishes queued work and closes the database.
     func close()
+
+    /// Jobs waiting for a database connection (bounded; a full queue answers `overloaded`).
+    var queuedJobs: Int { get }
 }
 
 extension OrderStore {
+    public var queuedJobs: Int { 0 }
     /// Completes an order with the first candidate that can pay it (`PurchaseRules.complete`).
     public func complete(orderID: String, candidates: [StoreTransaction], check: @escaping @Sendable (Order, StoreTransaction) -> BillingError?,
                          context: RuleContext, abandoned: @escaping @Sendable () -> Bool = { false },

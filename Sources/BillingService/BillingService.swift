@@ -251,17 +251,21 @@ public final class HealthState: Sendable {
             writer.finish()
             return
         }
-        watchers.withLock { $0.append(Watcher(service: service, writer: writer, last: status)) }
-        startPolling()
+        // The list and the poller's flag change together under the lock: a watcher added while the
+        // poller winds down either is seen by it or finds the flag cleared and starts a new one.
+        let start = watchers.withLock { list -> Bool in
+            list.append(Watcher(service: service, writer: writer, last: status))
+            return !polling.exchange(true, ordering: .acquiringAndReleasing)
+        }
+        if start { startPolling() }
     }
 
-    /// Once a second while anyone watches: tell watchers whose status changed (database up or down).
+    /// Every `pollSeconds` while anyone watches: tell watchers whose status changed (database up or down).
     private func startPolling() {
-        guard !polling.exchange(true, ordering: .acquiringAndReleasing) else { return }
         let thread = Thread { [self] in
             while true {
-                Thread.sleep(forTimeInterval: 1)
-                let empty = watchers.withLock { list -> Bool in
+                Thread.sleep(forTimeInterval: pollSeconds)
+                let stopped = watchers.withLock { list -> Bool in
                     list.removeAll { $0.writer.isDone }
                     for i in list.indices {
                         let now = status(of: list[i].service)
@@ -270,10 +274,11 @@ public final class HealthState: Sendable {
                             list[i].writer.send(Self.message(now))
                         }
                     }
+                    if list.isEmpty { polling.store(false, ordering: .releasing) }
                     return list.isEmpty
                 }
-                if empty {
-                    polling.store(false, ordering: .releasing)
+                if stopped {
+                    pollerStopped()
                     return
                 }
             }
@@ -287,9 +292,18 @@ public final class HealthState: Sendable {
 
     private let draining = Atomic<Bool>(false)
     private let storeReachable: @Sendable () -> Bool
+    private let pollSeconds: Double
+    /// Called on the poller thread when it found no watcher left and stopped (tests).
+    private let pollerStopped: @Sendable () -> Void
 
-    public init(storeReachable: @escaping @Sendable () -> Bool = { true }) {
+    public convenience init(storeReachable: @escaping @Sendable () -> Bool = { true }) {
+        self.init(storeReachable: storeReachable, pollSeconds: 1, pollerStopped: {})
+    }
+
+    init(storeReachable: @escaping @Sendable () -> Bool, pollSeconds: Double, pollerStopped: @escaping @Sendable () -> Void) {
         self.storeReachable = storeReachable
+        self.pollSeconds = pollSeconds
+        self.pollerStopped = pollerStopped
     }
 
     /// From now on every service reports NOT_SERVING; watchers hear it and their streams end.

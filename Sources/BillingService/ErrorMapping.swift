@@ -15,6 +15,8 @@ extension BillingError {
             RPCError(code: .failedPrecondition, message: description, reason: "IDEMPOTENCY_KEY_REUSED")
         case .storageUnavailable:
             RPCError(code: .unavailable, message: description, reason: "STORAGE_UNAVAILABLE")
+        case .overloaded:
+            RPCError(code: .resourceExhausted, message: description, reason: "OVERLOADED")
         case .abandoned:
             RPCError(code: .deadlineExceeded, message: description)
         case .receiptMalformed:

@@ -69,9 +69,13 @@ struct APIKeys: Sendable {
         return found
     }
 
-    /// The router guard: health needs no key; otherwise UNAUTHENTICATED or PERMISSION_DENIED.
+    /// Methods that need no key: health, for load balancers and Kubernetes probes.
+    static let open: Set<String> = ["grpc.health.v1.Health/Check", "grpc.health.v1.Health/Watch"]
+
+    /// The router's check for every call, unknown methods included: health needs no key; otherwise
+    /// UNAUTHENTICATED or PERMISSION_DENIED.
     func check(_ context: CallContext) -> RPCError? {
-        if context.method.hasPrefix("grpc.health.v1.Health/") { return nil }
+        if Self.open.contains(context.method) { return nil }
         guard let key = key(for: context) else {
             return RPCError(code: .unauthenticated, message: "a valid API key is required: authorization: Bearer <key>",
                             reason: "UNAUTHENTICATED")

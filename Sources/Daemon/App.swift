@@ -49,13 +49,16 @@ public final class App: Sendable {
             var path = String(database.dropFirst("sqlite:".count))
             if path.hasPrefix("//") { path = String(path.dropFirst(2)) }
             do {
-                rawStore = try SQLiteOrderStore(path: path)
+                // Work queued for the database counts against --max-in-flight: a call that gave up
+                // (deadline) leaves its job queued, so the queues have the same bound.
+                rawStore = try SQLiteOrderStore(path: path, maxQueued: configuration.maxInFlight)
             } catch {
                 throw StartError(description: "billingd: --database: cannot open \(path): \(error)")
             }
         } else {
             do {
-                rawStore = try PostgresOrderStore(url: database, poolSize: configuration.dbPoolSize)
+                rawStore = try PostgresOrderStore(url: database, poolSize: configuration.dbPoolSize,
+                                                  maxQueued: configuration.maxInFlight)
             } catch {
                 throw StartError(description: "billingd: --database: cannot use PostgreSQL: \(error)")
             }
@@ -86,7 +89,7 @@ public final class App: Sendable {
         var router = Router()
         service.register(in: &router)
         if let apiKeys {
-            router.guardAll { apiKeys.check($0) }
+            router.authenticate { apiKeys.check($0) }
         }
 
         var serverConfig = ServerConfiguration()
@@ -97,6 +100,7 @@ public final class App: Sendable {
         serverConfig.maxConnections = configuration.maxConnections
         serverConfig.maxInFlight = configuration.maxInFlight
         serverConfig.maxHeaderListBytes = configuration.maxHeaderListBytes
+        serverConfig.maxConnectionBufferBytes = configuration.maxConnectionBufferBytes
         serverConfig.maxDeadlineNanoseconds = Int64(configuration.maxDeadline * 1e9)
         serverConfig.idleTimeoutNanoseconds = Int64(configuration.idleTimeout * 1e9)
         if let cert = configuration.tlsCert, let key = configuration.tlsKey {
@@ -121,6 +125,12 @@ public final class App: Sendable {
         let registry = metrics.registry
         registry.gauge("billingd_rpc_in_flight", help: "Calls being handled.") { Double(server.inFlightCount) }
         registry.gauge("billingd_connections", help: "Open HTTP/2 connections.") { Double(server.connectionCount) }
+        registry.gauge("billingd_db_queued_jobs", help: "Database jobs waiting for a connection (at most --max-in-flight per queue).") {
+            Double(storeForReady.queuedJobs)
+        }
+        registry.counter("billingd_log_lines_dropped_total", help: "Log lines dropped because stdout did not keep up.") {
+            Double(logger.droppedLines)
+        }
         registry.counter("billingd_connections_refused_total", help: "Connections closed at accept (--max-connections).") {
             Double(server.refusedConnectionCount)
         }

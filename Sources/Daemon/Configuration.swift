@@ -37,6 +37,8 @@ public struct Configuration: Sendable, Equatable {
     public var maxConnections = 50_000
     public var maxInFlight = 10_000
     public var maxHeaderListBytes = 16 << 10
+    /// Unfinished request bytes one connection may hold over all its streams.
+    public var maxConnectionBufferBytes = 64 << 20
     /// Seconds; the cap on every call's deadline.
     public var maxDeadline = 60.0
     /// Seconds; a connection with no open stream for this long is closed.
@@ -61,6 +63,7 @@ public struct Configuration: Sendable, Equatable {
         "dev": false, "dev-store": true, "tls-cert": true, "tls-key": true, "tls-client-ca": true, "api-keys": true,
         "metrics-listen": true, "notifications-listen": true, "notifications-tls-cert": true, "notifications-tls-key": true, "db-pool-size": true, "shutdown-grace": true, "log-level": true,
         "max-concurrent-streams": true, "max-connections": true, "max-in-flight": true, "max-header-list-bytes": true,
+        "max-connection-buffer-bytes": true,
         "max-deadline": true, "idle-timeout": true, "order-ttl": true, "help": false, "version": false,
     ]
     static let repeatable: Set<String> = ["bundle-id", "trust-root"]
@@ -164,6 +167,7 @@ public struct Configuration: Sendable, Equatable {
         if let n = try int("max-connections", 1...1_000_000) { c.maxConnections = n }
         if let n = try int("max-in-flight", 1...10_000_000) { c.maxInFlight = n }
         if let n = try int("max-header-list-bytes", 1024...(1 << 20)) { c.maxHeaderListBytes = n }
+        if let n = try int("max-connection-buffer-bytes", (64 << 10)...(1 << 40)) { c.maxConnectionBufferBytes = n }
         func seconds(_ flag: String, _ range: ClosedRange<Double>) throws(Invalid) -> Double? {
             guard let s = one(flag) else { return nil }
             guard let d = Double(s), range.contains(d) else {
@@ -257,6 +261,7 @@ public struct Configuration: Sendable, Equatable {
       --max-connections N          open connections (default 50000, at most the file limit less 128); more are closed at accept
       --max-in-flight N            calls being handled (default 10000); more get RESOURCE_EXHAUSTED OVERLOADED
       --max-header-list-bytes N    request header block (default 16384)
+      --max-connection-buffer-bytes N   unfinished request bytes per connection (default 67108864); the stream over it gets RESOURCE_EXHAUSTED OVERLOADED
       --max-deadline SECONDS       cap on every call's deadline (default 60)
       --idle-timeout SECONDS       close connections idle this long (default 300)
       --order-ttl SECONDS          PENDING orders older than this become EXPIRED (default 0: never)

@@ -10,16 +10,34 @@ public enum LogLevel: String, Sendable, Comparable {
 
 /// One JSON object per line on stdout. Lines are buffered and written by a
 /// background thread every few milliseconds, so a call never waits on stdout.
+///
+/// The buffer is bounded: while stdout does not take bytes (a pipe nobody reads), lines beyond
+/// `maxBufferedBytes` are dropped and counted, and once output resumes one line says how many.
 public final class Logger: Sendable {
     public let level: LogLevel
-    private let buffer = Mutex<[UInt8]>([])
+    private struct Pending {
+        var bytes: [UInt8] = []
+        /// Lines dropped since the last "log lines dropped" line.
+        var dropped = 0
+    }
+    private let buffer = Mutex(Pending())
+    private let droppedTotal = Atomic<Int>(0)
     /// Held while writing, so a flush at exit waits for the background writer's bytes.
     private let writing = Mutex<Void>(())
     private let output: Int32
+    /// The most bytes of lines waiting for stdout.
+    public let maxBufferedBytes: Int
 
-    public init(level: LogLevel, output: Int32 = 1) {
+    /// Lines dropped because stdout did not keep up (`billingd_log_lines_dropped_total`).
+    public var droppedLines: Int { droppedTotal.load(ordering: .relaxed) }
+
+    /// Bytes of lines waiting to be written.
+    public var bufferedBytes: Int { buffer.withLock { $0.bytes.count } }
+
+    public init(level: LogLevel, output: Int32 = 1, maxBufferedBytes: Int = 8 << 20) {
         self.level = level
         self.output = output
+        self.maxBufferedBytes = maxBufferedBytes
         let thread = Thread { [self] in
             while true {
                 usleep(20_000)
@@ -33,10 +51,17 @@ public final class Logger: Sendable {
     /// Writes buffered lines now (shutdown, tests).
     public func flush() {
         writing.withLock { _ in
-            let bytes = buffer.withLock { b -> [UInt8] in
-                let out = b
-                b.removeAll(keepingCapacity: true)
+            var (bytes, dropped) = buffer.withLock { b -> ([UInt8], Int) in
+                let out = (b.bytes, b.dropped)
+                b.bytes.removeAll(keepingCapacity: b.bytes.capacity <= 1 << 20)
+                b.dropped = 0
                 return out
+            }
+            if dropped > 0 {
+                // After the lines kept: the dropped ones came later.
+                bytes.append(contentsOf: Self.format(.warning, "log lines dropped", [
+                    ("count", .int(dropped)), ("reason", .string("stdout did not keep up")),
+                ]))
             }
             var offset = 0
             while offset < bytes.count {
@@ -51,6 +76,20 @@ public final class Logger: Sendable {
     /// Builds the line as bytes without Foundation formatting: this runs once per call.
     public func log(_ level: LogLevel, _ msg: String, _ fields: [(String, LogValue)] = []) {
         guard level >= self.level else { return }
+        let line = Self.format(level, msg, fields)
+        let kept = buffer.withLock { b -> Bool in
+            guard b.bytes.count + line.count <= maxBufferedBytes else {
+                b.dropped += 1
+                return false
+            }
+            b.bytes.append(contentsOf: line)
+            return true
+        }
+        if !kept { droppedTotal.add(1, ordering: .relaxed) }
+    }
+
+    /// One line of JSON, newline included.
+    static func format(_ level: LogLevel, _ msg: String, _ fields: [(String, LogValue)]) -> [UInt8] {
         var line = [UInt8]()
         line.reserveCapacity(256)
         line.append(contentsOf: #"{"time":""#.utf8)
@@ -72,7 +111,7 @@ public final class Logger: Sendable {
             }
         }
         line.append(contentsOf: "}\n".utf8)
-        buffer.withLock { $0.append(contentsOf: line) }
+        return line
     }
 
     public enum LogValue: Sendable {

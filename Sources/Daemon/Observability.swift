@@ -13,7 +13,7 @@ final class BillingMetrics: Sendable {
     let notifications: Counter
 
     init(version: String) {
-        calls = registry.callMetrics(prefix: "billingd_rpc")
+        calls = registry.callMetrics(prefix: "billingd_rpc", reasons: Self.reasons)
         db = registry.histogram("billingd_db_duration_seconds", help: "Database operation latency, queueing included.", labels: ["op"])
         verifications = registry.counter("billingd_verifications_total", help: "Proof verifications, by kind and result.",
                                          labels: ["kind", "result"])
@@ -22,8 +22,18 @@ final class BillingMetrics: Sendable {
         registry.gauge("billingd_build_info", help: "Build information; the value is always 1.", labels: [("version", version)]) { 1 }
     }
 
+    /// Every ErrorInfo reason billingd answers (docs/ERRORS.md); others count as OTHER.
+    static let reasons: Set<String> = [
+        "ACCOUNT_TOKEN_MISMATCH", "APPSTORE_API_NOT_CONFIGURED", "APPSTORE_API_UNAVAILABLE", "ENVIRONMENT_NOT_ALLOWED",
+        "IDEMPOTENCY_KEY_REUSED", "INVALID_FIELD", "MESSAGE_TOO_LARGE", "ORDER_NOT_FOUND", "ORDER_NOT_PENDING", "OVERLOADED",
+        "PERMISSION_DENIED", "PRODUCT_MISMATCH", "PRODUCT_NOT_FOUND", "RECEIPT_MALFORMED", "RECEIPT_UNTRUSTED",
+        "SHUTTING_DOWN", "STORAGE_UNAVAILABLE", "TRANSACTION_ALREADY_CLAIMED", "TRANSACTION_NOT_FOUND",
+        "TRANSACTION_PREDATES_ORDER", "TRANSACTION_REVOKED", "UNAUTHENTICATED", "WRONG_APP",
+    ]
+
     func record(_ r: CallRecord) {
-        calls.record(method: r.method, code: r.code.description, reason: r.reason, seconds: Double(r.durationNanoseconds) / 1e9)
+        calls.record(method: r.method, known: r.knownMethod, code: r.code.description, reason: r.reason,
+                     seconds: Double(r.durationNanoseconds) / 1e9)
     }
 }
 
@@ -74,5 +84,6 @@ final class MeasuredOrderStore: OrderStore {
     func setEventListener(_ listener: @escaping @Sendable () -> Void) { inner.setEventListener(listener) }
 
     func isReachable() -> Bool { inner.isReachable() }
+    var queuedJobs: Int { inner.queuedJobs }
     func close() { inner.close() }
 }

@@ -17,6 +17,9 @@ public struct ServerConfiguration: Sendable {
     public var maxConnections = 10_000
     /// Calls dispatched and not yet answered; more answer RESOURCE_EXHAUSTED OVERLOADED.
     public var maxInFlight = 10_000
+    /// Request bytes one connection may hold in unfinished messages, over all its streams; the stream
+    /// that crosses it is answered RESOURCE_EXHAUSTED OVERLOADED.
+    public var maxConnectionBufferBytes = 64 << 20
     /// The longest a call may run: a larger or missing grpc-timeout is capped to this.
     public var maxDeadlineNanoseconds: Int64 = 60_000_000_000
     /// A connection with no open stream for this long gets GOAWAY and is closed.
@@ -32,6 +35,8 @@ public struct ServerConfiguration: Sendable {
 /// The end of one call, for logs and metrics.
 public struct CallRecord: Sendable {
     public var method: String
+    /// False for a path the router does not know: metrics label such calls `unknown`, whatever they named.
+    public var knownMethod: Bool
     public var code: StatusCode
     public var reason: String?
     public var durationNanoseconds: UInt64
@@ -81,7 +86,7 @@ final class ServerShared: Sendable {
         let elapsed = stream.startedAt == 0 ? 0 : Monotonic.now() &- stream.startedAt
         let method = !stream.methodName.isEmpty ? stream.methodName
             : (stream.path.hasPrefix("/") ? String(stream.path.dropFirst()) : stream.path)
-        observer(CallRecord(method: method,
+        observer(CallRecord(method: method, knownMethod: stream.knownMethod,
                             code: code, reason: reason, durationNanoseconds: elapsed, peer: peer,
                             requestIDPrefix: requestIDPrefix, requestNumber: stream.requestNumber,
                             notes: stream.cancellation?.noted ?? [], peerSubject: peerSubject))

@@ -20,6 +20,8 @@ final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
     private var streams: [Int32: ServerStream] = [:]
     private var pending: [UInt8] = []
     private var pendingOffset = 0
+    /// Request bytes held in unfinished messages over all streams (`maxConnectionBufferBytes`).
+    private var bufferedRequestBytes = 0
     private var watchingWrites = false
     private var flushScheduled = false
     /// Monotonic time of the last byte read or written, and of the last write progress.
@@ -35,8 +37,13 @@ final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
     /// h2c: the first bytes, held until they show the HTTP/2 preface (or an HTTP/1 request).
     private var awaitingPreface = false
     private var prefaceBytes: [UInt8] = []
-    /// An HTTP/1 request was answered in HTTP/1.1; what the peer still sends is read and dropped until it closes.
+    /// Our side is shut (after an HTTP/1.1 answer or a GOAWAY); what the peer still sends is read and
+    /// dropped until it closes, so unread input does not turn our FIN into a reset.
     private var discarding = false
+    /// Set once the connection is ending: the monotonic time it closes at the latest, written or not.
+    private var lingerUntil: UInt64 = 0
+    /// How long an ending connection waits for its last bytes to go out and for the peer to close.
+    static let lingerNanoseconds: UInt64 = 2_000_000_000
     /// The loop's registry that keeps this connection alive.
     weak var owner: LoopConnections?
 
@@ -157,9 +164,9 @@ final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
         prefaceBytes = []
         startSession()
         let rv = bytes.withUnsafeBufferPointer { nghttp2_session_mem_recv(session, $0.baseAddress, $0.count) }
+        if rv < 0 { return terminate(Self.goawayCode(recvError: rv)) }
         flush()
-        if rv < 0 { return close() }
-        if !closed { readAvailable() }
+        if !closed && !discarding { readAvailable() }
     }
 
     /// An HTTP/1.x request on the gRPC port: one HTTP/1.1 answer, then the connection closes.
@@ -176,6 +183,40 @@ final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
         // Half-close and read until the peer closes, so unread request bytes do not turn our FIN into a reset.
         Glibc.shutdown(fd, Int32(SHUT_WR))
         discarding = true
+        lingerUntil = Monotonic.now() &+ Self.lingerNanoseconds
+    }
+
+    /// Ends the connection with a GOAWAY carrying `code`, queued after what already waits; once it is
+    /// written our side is shut (`shutOutput`). A peer that never reads is closed at `lingerUntil`.
+    private func terminate(_ code: nghttp2_error_code) {
+        guard !closed, !discarding else { return }
+        if lingerUntil == 0 { lingerUntil = Monotonic.now() &+ Self.lingerNanoseconds }
+        guard let session else { return close() }
+        nghttp2_session_terminate_session(session, code.rawValue)
+        flush()
+    }
+
+    /// The GOAWAY code for a fatal error of `nghttp2_session_mem_recv`.
+    static func goawayCode(recvError rv: Int) -> nghttp2_error_code {
+        switch Int32(rv) {
+        case NGHTTP2_ERR_FLOODED.rawValue, NGHTTP2_ERR_TOO_MANY_CONTINUATIONS.rawValue: NGHTTP2_ENHANCE_YOUR_CALM
+        case NGHTTP2_ERR_CALLBACK_FAILURE.rawValue, NGHTTP2_ERR_NOMEM.rawValue: NGHTTP2_INTERNAL_ERROR
+        default: NGHTTP2_PROTOCOL_ERROR
+        }
+    }
+
+    /// The session is over and everything it had is written (its GOAWAY last): shut our side so the peer
+    /// reads the GOAWAY and then EOF, and drop what it still sends until it closes.
+    private func shutOutput() {
+        guard !closed, !discarding else { return }
+        for stream in streams.values { abandon(stream) }
+        streams.removeAll()
+        tls?.shutdown()
+        tls = nil  // what still arrives is dropped unread, encrypted or not
+        Glibc.shutdown(fd, Int32(SHUT_WR))
+        discarding = true
+        if lingerUntil == 0 { lingerUntil = Monotonic.now() &+ Self.lingerNanoseconds }
+        loop.modify(fd, events: EPOLLIN.rawValue | EPOLLRDHUP.rawValue)
     }
 
     private func discardInput() {
@@ -215,12 +256,11 @@ final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
             lastActivity = Monotonic.now()
             let rv = nghttp2_session_mem_recv(session, buffer.baseAddress!.assumingMemoryBound(to: UInt8.self), n)
             if rv < 0 {
-                // A protocol error: nghttp2 may have queued a GOAWAY; send it, then close.
-                flush()
-                close()
+                // A flood or a protocol error nghttp2 does not answer itself: GOAWAY, then close.
+                terminate(Self.goawayCode(recvError: rv))
                 return
             }
-            if closed { return }
+            if closed || discarding { return }
             if tls == nil && n < buffer.count { break }
         }
         scheduleFlush()
@@ -228,7 +268,7 @@ final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
 
     /// Writes at the end of this loop iteration, together with every answer made in it.
     func scheduleFlush() {
-        guard !flushScheduled, !closed else { return }
+        guard !flushScheduled, !closed, !discarding else { return }
         flushScheduled = true
         loop.flushLater(self)
     }
@@ -242,7 +282,7 @@ final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
     /// Writes what nghttp2 has queued; parks the rest until the socket drains.
     func flush() {
         flushScheduled = false
-        guard !closed, let session else { return }
+        guard !closed, !discarding, let session else { return }
         while true {
             if pendingOffset < pending.count {
                 let result = pending.withUnsafeBytes { raw in
@@ -298,7 +338,7 @@ final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
         }
         watchWrites(false)
         if nghttp2_session_want_read(session) == 0 && nghttp2_session_want_write(session) == 0 {
-            close()
+            shutOutput()
         }
     }
 
@@ -349,6 +389,7 @@ final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
     }
 
     private func abandon(_ stream: ServerStream) {
+        releaseBuffer(stream)
         if let timer = stream.timerID { loop.cancelTimer(timer) }
         if stream.dispatched && (!stream.responded || (stream.streamsResponse && !stream.streamFinished)) {
             stream.cancellation?.cancel()
@@ -359,6 +400,11 @@ final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
     /// Called once a second by the loop: GOAWAY after the idle timeout, drop a peer that stopped reading.
     func sweep(now: UInt64) {
         guard !closed else { return }
+        if lingerUntil != 0 {
+            // Ending: closed once the peer closes, or now at the latest.
+            if now >= lingerUntil { close() }
+            return
+        }
         for stream in streams.values where !stream.responded && stream.capDeadline != 0 && now >= stream.capDeadline {
             // Streaming calls end through their writer; the cap applies to them only before dispatch.
             if stream.dispatched && stream.streamsResponse { continue }
@@ -371,15 +417,12 @@ final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
         // and the peer has taken nothing for too long: it never reads. Drop it; its memory goes with it.
         let waiting = pendingOffset < pending.count || streams.values.contains { $0.responded && $0.bodyOffset < $0.body.count }
         if waiting, now &- lastWriteProgress > UInt64(config.writeStallNanoseconds) {
-            close()
+            // GOAWAY after what waits; a peer that still reads nothing is closed at the linger deadline.
+            terminate(NGHTTP2_ENHANCE_YOUR_CALM)
             return
         }
         if streams.isEmpty, !draining, now &- lastActivity > UInt64(config.idleTimeoutNanoseconds) {
-            if let session {
-                nghttp2_session_terminate_session(session, UInt32(NGHTTP2_NO_ERROR.rawValue))
-                flush()
-            }
-            if !closed { close() }
+            terminate(NGHTTP2_NO_ERROR)
         }
     }
 
@@ -471,7 +514,21 @@ final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
             fail(stream, .shuttingDown)
             return
         }
-        if let (method, bidi) = shared.router.bidiRoute(forPath: stream.path) {
+        let router = shared.router
+        stream.knownMethod = router.knows(path: stream.path)
+        if router.authenticates {
+            // Before anything per method, unknown methods included: their names are the peer's to choose.
+            let cancellation = Cancellation()
+            stream.cancellation = cancellation
+            let method = stream.path.hasPrefix("/") ? String(stream.path.dropFirst()) : stream.path
+            let context = CallContext(method: method, metadata: stream.metadata, peer: peer,
+                                      cancellation: cancellation, peerSubject: peerSubject)
+            if let refusal = router.refusal(for: context) {
+                fail(stream, refusal)
+                return
+            }
+        }
+        if let (method, bidi) = router.bidiRoute(forPath: stream.path) {
             stream.bidiHandler = bidi
             stream.methodName = method
             stream.handler = { _, _, _ in }  // routed; answers go through the stream writer
@@ -480,14 +537,14 @@ final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
             if endStream { requestEnded(streamID: stream.id) }
             return
         }
-        if let (method, streaming) = shared.router.streamingRoute(forPath: stream.path) {
+        if let (method, streaming) = router.streamingRoute(forPath: stream.path) {
             stream.streamingHandler = streaming
             stream.methodName = method
             stream.handler = { _, _, _ in }  // marks the stream routed; dispatch takes the streaming path
             if endStream { dispatch(stream) }
             return
         }
-        guard let (method, handler) = shared.router.route(forPath: stream.path) else {
+        guard let (method, handler) = router.route(forPath: stream.path) else {
             let method = stream.path.hasPrefix("/") ? String(stream.path.dropFirst()) : stream.path
             fail(stream, .unimplemented(method))
             return
@@ -508,13 +565,48 @@ final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
             if let error = stream.streamDeframer?.append(bytes, { receiver.onMessage($0) }) {
                 stream.cancellation?.cancel()
                 streamEvent(streamID: streamID, .finish(error))
+                releaseBuffer(stream)
+                return
             }
+            account(stream, stream.streamDeframer?.bufferedBytes ?? 0)
             return
         }
         guard let stream = streams[streamID], stream.handler != nil, !stream.responded, !stream.dispatched else { return }
         if let error = stream.deframer.append(bytes) {
             fail(stream, error)
+            releaseBuffer(stream)
+            return
         }
+        account(stream, stream.deframer.bufferedBytes)
+    }
+
+    /// Counts what `stream` holds now in the connection's budget; the stream that crosses it is refused.
+    private func account(_ stream: ServerStream, _ now: Int) {
+        bufferedRequestBytes += now - stream.bufferedBytes
+        stream.bufferedBytes = now
+        let limit = shared.configuration.maxConnectionBufferBytes
+        guard now > 0, bufferedRequestBytes > limit else { return }
+        let error = RPCError.connectionBufferFull(limit: limit)
+        if stream.bidiHandler != nil {
+            stream.cancellation?.cancel()
+            streamEvent(streamID: stream.id, .finish(error))
+        } else {
+            fail(stream, error)
+        }
+        releaseBuffer(stream)
+        scheduleFlush()
+    }
+
+    /// Drops the request bytes `stream` holds and takes them out of the budget.
+    private func releaseBuffer(_ stream: ServerStream) {
+        if stream.bufferedBytes == 0 { return }
+        if stream.bidiHandler != nil {
+            stream.streamDeframer = nil
+        } else {
+            stream.deframer = MessageDeframer(maxMessageBytes: shared.configuration.maxMessageBytes)
+        }
+        bufferedRequestBytes -= stream.bufferedBytes
+        stream.bufferedBytes = 0
     }
 
     fileprivate func requestEnded(streamID: Int32) {
@@ -587,7 +679,7 @@ final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
         }
         stream.dispatched = true
         stream.capDeadline = 0
-        let cancellation = Cancellation()
+        let cancellation = stream.cancellation ?? Cancellation()
         stream.cancellation = cancellation
         var deadline: ContinuousClock.Instant?
         let id = stream.id
@@ -621,15 +713,18 @@ final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
         case .success(let m): message = m
         case .failure(let error):
             fail(stream, error)
+            releaseBuffer(stream)
             return
         }
+        // The handler owns the message now; the budget counts only what waits for more bytes.
+        releaseBuffer(stream)
         let config = shared.configuration
         if shared.inFlight.load(ordering: .relaxed) >= config.maxInFlight {
             fail(stream, .overloaded)
             return
         }
         stream.dispatched = true
-        let cancellation = Cancellation()
+        let cancellation = stream.cancellation ?? Cancellation()
         stream.cancellation = cancellation
         var deadline: ContinuousClock.Instant?
         let cap: Int64? = config.maxDeadlineNanoseconds > 0 ? config.maxDeadlineNanoseconds : nil

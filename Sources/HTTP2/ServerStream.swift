@@ -29,6 +29,8 @@ final class ServerStream {
     var streamFinished = false
     var finishError: RPCError?
     var deframer: MessageDeframer
+    /// Request bytes this stream holds, as counted in its connection's budget.
+    var bufferedBytes = 0
     /// The request side has ended (END_STREAM seen).
     var remoteClosed = false
     /// A handler is running or an answer is being written.
@@ -41,6 +43,8 @@ final class ServerStream {
     var cancellation: Cancellation?
     var startedAt: UInt64 = 0
     var methodName = ""
+    /// The router knows `path`; calls to other paths share one metric label.
+    var knownMethod = false
     var requestNumber: UInt64 = 0
     /// The framed OK message being sent, and how much nghttp2 has taken.
     var body: [UInt8] = []

@@ -165,7 +165,16 @@ public final class Histogram: MetricFamily {
 
 /// Calls by method: `<prefix>_calls_total{method,code}`, `<prefix>_errors_total{method,reason}` and
 /// `<prefix>_duration_seconds{method}` in one family, so a call costs one lookup and one lock.
+///
+/// Every label is bounded, whatever peers send: the caller says which methods are unknown (one
+/// `unknown` series), reasons outside the fixed set count as `OTHER`, and past `maxMethods` series
+/// further method names count as `unknown` too.
 public final class CallMetrics: MetricFamily {
+    /// The method label of calls to methods the server does not have.
+    public static let unknownMethod = "unknown"
+    /// The reason label of a reason outside the fixed set.
+    public static let otherReason = "OTHER"
+
     final class Series: Sendable {
         struct State {
             var codes: [String: Int] = [:]
@@ -180,20 +189,28 @@ public final class CallMetrics: MetricFamily {
 
     let prefix: String
     let buckets: [Double]
+    let reasons: Set<String>?
+    let maxMethods: Int
     private let methods = Mutex<[String: Series]>([:])
 
-    init(prefix: String, buckets: [Double]) {
+    init(prefix: String, buckets: [Double], reasons: Set<String>?, maxMethods: Int) {
         self.prefix = prefix
         self.buckets = buckets
+        self.reasons = reasons
+        self.maxMethods = max(1, maxMethods)
     }
 
-    public func record(method: String, code: String, reason: String?, seconds: Double) {
+    /// Counts one call; `known` is false for a method the server does not have.
+    public func record(method: String, known: Bool = true, code: String, reason: String?, seconds: Double) {
         let series = methods.withLock { m -> Series in
-            if let s = m[method] { return s }
+            let label = known ? method : Self.unknownMethod
+            if let s = m[label] { return s }
+            if m.count >= maxMethods, let s = m[Self.unknownMethod] { return s }
             let s = Series(buckets: buckets.count)
-            m[method] = s
+            m[m.count >= maxMethods ? Self.unknownMethod : label] = s
             return s
         }
+        let reason = reason.map { reasons == nil || reasons!.contains($0) ? $0 : Self.otherReason }
         let index = buckets.firstIndex { seconds <= $0 } ?? buckets.count
         series.state.withLock { s in
             s.codes[code, default: 0] += 1
@@ -238,8 +255,11 @@ public final class CallMetrics: MetricFamily {
 }
 
 extension MetricsRegistry {
-    public func callMetrics(prefix: String, buckets: [Double] = Histogram.defaultBuckets) -> CallMetrics {
-        let c = CallMetrics(prefix: prefix, buckets: buckets)
+    /// Call metrics whose reason label is one of `reasons` (nil: any) and whose method label takes at
+    /// most `maxMethods` values.
+    public func callMetrics(prefix: String, buckets: [Double] = Histogram.defaultBuckets, reasons: Set<String>? = nil,
+                            maxMethods: Int = 256) -> CallMetrics {
+        let c = CallMetrics(prefix: prefix, buckets: buckets, reasons: reasons, maxMethods: maxMethods)
         add(c)
         return c
     }

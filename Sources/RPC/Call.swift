@@ -180,6 +180,7 @@ public struct Router: Sendable {
     private var handlers: [String: (method: String, handler: UnaryHandler)] = [:]
     private var streaming: [String: (method: String, handler: ServerStreamingHandler)] = [:]
     private var bidi: [String: (method: String, handler: BidiStreamingHandler)] = [:]
+    private var authenticator: (@Sendable (CallContext) -> RPCError?)?
 
     public init() {}
 
@@ -236,40 +237,22 @@ public struct Router: Sendable {
     /// The method name and server-streaming handler for an HTTP/2 `:path`, or nil.
     public func streamingRoute(forPath path: String) -> (method: String, handler: ServerStreamingHandler)? { streaming[path] }
 
-    /// Puts `check` in front of every registered handler: a non-nil answer refuses the call before
-    /// its request is decoded (authentication, authorization).
-    public mutating func guardAll(_ check: @escaping @Sendable (CallContext) -> RPCError?) {
-        for (path, entry) in handlers {
-            let inner = entry.handler
-            handlers[path] = (entry.method, { context, bytes, responder in
-                if let refusal = check(context) {
-                    responder.fail(refusal)
-                } else {
-                    inner(context, bytes, responder)
-                }
-            })
-        }
-        for (path, entry) in bidi {
-            let inner = entry.handler
-            bidi[path] = (entry.method, { @Sendable context, writer in
-                if let refusal = check(context) {
-                    writer.finish(refusal)
-                    return .ignore
-                }
-                return inner(context, writer)
-            })
-        }
-        for (path, entry) in streaming {
-            let inner = entry.handler
-            streaming[path] = (entry.method, { @Sendable context, bytes, writer in
-                if let refusal = check(context) {
-                    writer.finish(refusal)
-                } else {
-                    inner(context, bytes, writer)
-                }
-            })
-        }
+    /// Sets the check the transport applies to every call, registered or not, before anything per
+    /// method (routing, limits, decoding): a non-nil answer refuses the call (authentication).
+    ///
+    /// It sees unknown methods too, so an unauthenticated peer learns nothing about which methods exist.
+    public mutating func authenticate(_ check: @escaping @Sendable (CallContext) -> RPCError?) {
+        authenticator = check
     }
+
+    /// The refusal of the router's `authenticate` check for a call, or nil when it may go on.
+    public func refusal(for context: CallContext) -> RPCError? { authenticator?(context) }
+
+    /// Whether an `authenticate` check is set.
+    public var authenticates: Bool { authenticator != nil }
+
+    /// Whether `path` names a registered method (unknown methods share one metric label).
+    public func knows(path: String) -> Bool { handlers[path] != nil || streaming[path] != nil || bidi[path] != nil }
 
     /// The method name and handler for an HTTP/2 `:path`, or nil.
     public func route(forPath path: String) -> (method: String, handler: UnaryHandler)? { handlers[path] }

@@ -38,6 +38,9 @@ public struct MessageDeframer: Sendable {
         stream = MessageStreamDeframer(maxMessageBytes: maxMessageBytes)
     }
 
+    /// Request bytes held now: the unfinished message, or the finished one until it is taken.
+    public var bufferedBytes: Int { stream.bufferedBytes + (message?.count ?? 0) }
+
     /// Feeds bytes; returns an error as soon as the stream can be judged bad.
     public mutating func append(_ chunk: UnsafeRawBufferPointer) -> RPCError? {
         if failed { return nil }
@@ -89,6 +92,9 @@ public struct MessageStreamDeframer: Sendable {
     /// True between messages (a stream may end here).
     public var isAtBoundary: Bool { prefixCount == 0 && expected < 0 }
 
+    /// Bytes of an unfinished message held now.
+    public var bufferedBytes: Int { body.count }
+
     /// Checks a complete prefix: flag 0 (flag 1, compression, is not supported) and the size limit.
     static func check(flag: UInt8, length: Int, limit: Int) -> RPCError? {
         if flag == 1 { return RPCError(code: .unimplemented, message: "compressed messages are not supported; send identity encoding") }
@@ -115,8 +121,9 @@ public struct MessageStreamDeframer: Sendable {
                         return .failure(error)
                     }
                     expected = length
+                    // No reservation of the announced size: a prefix alone must not cost 4 MiB. The body
+                    // grows as its bytes arrive (and the connection's budget counts them).
                     body = []
-                    body.reserveCapacity(length)
                 }
             } else {
                 let take = min(expected - body.count, chunk.count - index)

@@ -54,6 +54,12 @@ public struct RPCError: Error, Sendable, Equatable, CustomStringConvertible {
     }
     public static let shuttingDown = RPCError(
         code: .unavailable, message: "server is shutting down; retry on another replica", reason: "SHUTTING_DOWN")
+    /// One connection holds more unfinished request bytes than its budget allows.
+    public static func connectionBufferFull(limit: Int) -> RPCError {
+        RPCError(code: .resourceExhausted,
+                 message: "this connection holds more than \(limit) bytes of unfinished requests; retry later or on another connection",
+                 reason: "OVERLOADED", metadata: ["limit": String(limit)])
+    }
     public static let overloaded = RPCError(
         code: .resourceExhausted, message: "server is overloaded; retry later", reason: "OVERLOADED")
     /// Something unexpected: a fixed message and the request id that the server log holds.

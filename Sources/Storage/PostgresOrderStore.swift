@@ -30,7 +30,7 @@ public final class PostgresOrderStore: OrderStore {
     }
 
     /// Connects, migrates (under an advisory lock, so replicas may start together) and starts the pool.
-    public init(url: String, poolSize: Int = 8) throws(StorageError) {
+    public init(url: String, poolSize: Int = 8, maxQueued: Int = 10_000) throws(StorageError) {
         let setup = PGConnection(url: url)
         try setup.ensureOpen()
         try PostgresMigrations.migrate(setup)
@@ -39,7 +39,7 @@ public final class PostgresOrderStore: OrderStore {
         let health = Health()
         self.health = health
         let stats = groups
-        pool = Worker(name: "postgres", threads: connections.count, maxBatch: 64, process: { index, batch in
+        pool = Worker(name: "postgres", threads: connections.count, maxBatch: 64, maxQueued: maxQueued, process: { index, batch in
             stats.record(batch.count)
             PostgresOrderStore.runBatch(batch, on: connections[index].value, health: health)
         }, onStop: { index in connections[index].value.close() })
@@ -137,7 +137,7 @@ public final class PostgresOrderStore: OrderStore {
     }
 
     private func submit(_ job: Job) {
-        if !pool.submit(job) { job.fail(.storageUnavailable(detail: "store closed")) }
+        if let refusal = pool.submit(job).refusal { job.fail(refusal) }
     }
 
     // MARK: OrderStore
@@ -232,6 +232,8 @@ public final class PostgresOrderStore: OrderStore {
     }
 
     public func isReachable() -> Bool { health.reachable.load(ordering: .relaxed) }
+
+    public var queuedJobs: Int { pool.queued }
 
     public func close() {
         health.stopped.store(true, ordering: .relaxed)

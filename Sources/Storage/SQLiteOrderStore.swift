@@ -42,7 +42,8 @@ public final class SQLiteOrderStore: OrderStore {
     private let checkpointer: Checkpointer
 
     /// Opens (creating if needed) and migrates the database at `path`.
-    public init(path: String, readers readerCount: Int = 2, maxGroup: Int = 512) throws(StorageError) {
+    /// At most `maxQueued` jobs wait for each connection; more are answered `overloaded`.
+    public init(path: String, readers readerCount: Int = 2, maxGroup: Int = 512, maxQueued: Int = 10_000) throws(StorageError) {
         self.path = path
         let writeConnection = try SQLiteConnection(path: path)
         try writeConnection.execute("PRAGMA busy_timeout=5000")
@@ -63,14 +64,14 @@ public final class SQLiteOrderStore: OrderStore {
         checkpointer = try Checkpointer(path: path)
         let confinedWriter = Confined(writeConnection)
         let stats = groups
-        writer = Worker(name: "sqlite-writer", maxBatch: maxGroup) { batch in
+        writer = Worker(name: "sqlite-writer", maxBatch: maxGroup, maxQueued: maxQueued) { batch in
             stats.record(batch.count)
             SQLiteOrderStore.commitGroup(batch, on: confinedWriter.value)
         } onStop: {
             confinedWriter.value.close()
         }
         readers = readerConnections.enumerated().map { i, connection in
-            Worker(name: "sqlite-reader-\(i)", maxBatch: 64) { batch in
+            Worker(name: "sqlite-reader-\(i)", maxBatch: 64, maxQueued: maxQueued) { batch in
                 for job in batch { job(connection.value) }
             } onStop: {
                 connection.value.close()
@@ -136,8 +137,8 @@ public final class SQLiteOrderStore: OrderStore {
         for answer in answers { answer() }
     }
 
-    /// Queues a read; false after `close` (the caller answers STORAGE_UNAVAILABLE).
-    private func read(_ job: @escaping ReadJob) -> Bool {
+    /// Queues a read; the caller answers the refusal when it was not queued.
+    private func read(_ job: @escaping ReadJob) -> Submission {
         let i = nextReader.add(1, ordering: .relaxed).newValue % readers.count
         return readers[i].submit(job)
     }
@@ -166,7 +167,7 @@ public final class SQLiteOrderStore: OrderStore {
                 completion(.success(.created(stored)))
             }
         }, fail: { completion(.failure($0)) })
-        if !writer.submit(job) { completion(.failure(.storageUnavailable(detail: "store closed"))) }
+        if let refusal = writer.submit(job).refusal { completion(.failure(refusal)) }
     }
 
     public func order(id: String, completion: @escaping @Sendable (Result<Order?, BillingError>) -> Void) {
@@ -185,7 +186,7 @@ public final class SQLiteOrderStore: OrderStore {
                 completion(.failure(.storageUnavailable(detail: error.description)))
             }
         }
-        if !queued { completion(.failure(.storageUnavailable(detail: "store closed"))) }
+        if let refusal = queued.refusal { completion(.failure(refusal)) }
     }
 
     public func write<T: Sendable>(abandoned: @escaping @Sendable () -> Bool,
@@ -210,7 +211,7 @@ public final class SQLiteOrderStore: OrderStore {
                 completion(result)
             }
         }, fail: { completion(.failure($0)) })
-        if !writer.submit(job) { completion(.failure(.storageUnavailable(detail: "store closed"))) }
+        if let refusal = writer.submit(job).refusal { completion(.failure(refusal)) }
     }
 
     public func read<T: Sendable>(_ body: @escaping @Sendable (any PurchaseLedger) throws(BillingError) -> T,
@@ -222,12 +223,14 @@ public final class SQLiteOrderStore: OrderStore {
                 completion(.failure(error))
             }
         }
-        if !queued { completion(.failure(.storageUnavailable(detail: "store closed"))) }
+        if let refusal = queued.refusal { completion(.failure(refusal)) }
     }
 
     public func setEventListener(_ listener: @escaping @Sendable () -> Void) { self.listener.set(listener) }
 
     public func isReachable() -> Bool { true }
+
+    public var queuedJobs: Int { writer.queued + readers.reduce(0) { $0 + $1.queued } }
 
     public func close() {
         writer.stop()

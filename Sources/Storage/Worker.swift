@@ -1,8 +1,30 @@
+import Billing
 import Foundation
 import Synchronization
 
+/// What became of a job handed to a `Worker`.
+enum Submission: Sendable {
+    case queued
+    /// `maxQueued` jobs already wait: the caller answers OVERLOADED.
+    case full
+    /// After `stop`.
+    case stopped
+
+    /// The error to answer when the job was not queued.
+    var refusal: BillingError? {
+        switch self {
+        case .queued: nil
+        case .full: .overloaded
+        case .stopped: .storageUnavailable(detail: "store closed")
+        }
+    }
+}
+
 /// Dedicated threads that each own one resource (a database connection) and take jobs from one
 /// queue in batches. Jobs never run on an event loop or the cooperative pool.
+///
+/// The queue is bounded: a caller that gave up (deadline) leaves its job queued, so without a bound
+/// a slow database would let waiting work grow without end.
 final class Worker<Job: Sendable>: Sendable {
     private struct State {
         var jobs: [Job] = []
@@ -14,12 +36,15 @@ final class Worker<Job: Sendable>: Sendable {
     private let wake = DispatchSemaphore(value: 0)
     private let finished = DispatchSemaphore(value: 0)
     let maxBatch: Int
+    let maxQueued: Int
     let threads: Int
 
     /// Starts `threads` threads; `process(thread, batch)` gets up to `maxBatch` jobs in arrival order.
-    init(name: String, threads: Int = 1, maxBatch: Int, process: @escaping @Sendable (Int, [Job]) -> Void,
+    /// At most `maxQueued` jobs wait; more are refused.
+    init(name: String, threads: Int = 1, maxBatch: Int, maxQueued: Int = .max, process: @escaping @Sendable (Int, [Job]) -> Void,
          onStop: @escaping @Sendable (Int) -> Void = { _ in }) {
         self.maxBatch = maxBatch
+        self.maxQueued = max(1, maxQueued)
         self.threads = max(1, threads)
         state.withLock { $0.running = self.threads }
         for index in 0..<self.threads {
@@ -35,20 +60,21 @@ final class Worker<Job: Sendable>: Sendable {
     }
 
     /// Convenience for one thread.
-    convenience init(name: String, maxBatch: Int, process: @escaping @Sendable ([Job]) -> Void,
+    convenience init(name: String, maxBatch: Int, maxQueued: Int = .max, process: @escaping @Sendable ([Job]) -> Void,
                      onStop: @escaping @Sendable () -> Void = {}) {
-        self.init(name: name, threads: 1, maxBatch: maxBatch, process: { _, batch in process(batch) }, onStop: { _ in onStop() })
+        self.init(name: name, threads: 1, maxBatch: maxBatch, maxQueued: maxQueued, process: { _, batch in process(batch) },
+                  onStop: { _ in onStop() })
     }
 
-    /// Queues a job. Returns false after `stop`.
-    @discardableResult
-    func submit(_ job: Job) -> Bool {
-        let (accepted, wakeUp) = state.withLock { s -> (Bool, Bool) in
-            if s.stopped { return (false, false) }
+    /// Queues a job, unless the queue is full or the worker stopped.
+    func submit(_ job: Job) -> Submission {
+        let (accepted, wakeUp) = state.withLock { s -> (Submission, Bool) in
+            if s.stopped { return (.stopped, false) }
+            if s.jobs.count >= maxQueued { return (.full, false) }
             s.jobs.append(job)
-            guard s.sleepers > 0 else { return (true, false) }
+            guard s.sleepers > 0 else { return (.queued, false) }
             s.sleepers -= 1
-            return (true, true)
+            return (.queued, true)
         }
         if wakeUp { wake.signal() }
         return accepted
