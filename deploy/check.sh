@@ -101,7 +101,7 @@ import os, subprocess, sys, time
 port, root = sys.argv[1], sys.argv[2]
 import grpc
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-gen = os.path.join(root, "tests/interop/gen")
+gen = os.path.join(root, "IntegrationTests/gen")
 if not os.path.exists(os.path.join(gen, "billing/v1/billing_pb2.py")):
     from grpc_tools import protoc
     os.makedirs(gen, exist_ok=True)

@@ -4,7 +4,7 @@ public import RPC
 
 /// gRPC server reflection (grpc.reflection.v1 and v1alpha ServerReflectionInfo), so grpcurl and ghz can
 /// call billingd without proto files: it lists the services and hands out the FileDescriptorProtos of
-/// `schemas/` (generated into ReflectionData.swift by tests/golden/make_descriptors.py).
+/// `schemas/` (generated into ReflectionData.swift by scripts/golden/make_descriptors.py).
 public enum Reflection {
     public static let methods = [
         "grpc.reflection.v1.ServerReflection/ServerReflectionInfo",

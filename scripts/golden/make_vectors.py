@@ -17,7 +17,7 @@ def compile_protos(out):
     from grpc_tools import protoc
     import grpc_tools
     include = os.path.join(os.path.dirname(grpc_tools.__file__), "_proto")
-    args = ["protoc", f"-I{ROOT}/schemas", f"-I{ROOT}/tests/golden", f"-I{include}", f"--python_out={out}",
+    args = ["protoc", f"-I{ROOT}/schemas", f"-I{ROOT}/scripts/golden", f"-I{include}", f"--python_out={out}",
             "billing/v1/billing.proto", "grpc/health/v1/health.proto", "google/rpc/status.proto",
             "google/rpc/error_details.proto", "wiretest.proto"]
     if protoc.main(args) != 0:

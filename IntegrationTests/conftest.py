@@ -12,8 +12,8 @@ import time
 import grpc
 import pytest
 
-ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-GEN = os.path.join(ROOT, "tests", "interop", "gen")
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+GEN = os.path.join(ROOT, "IntegrationTests", "gen")
 
 
 def _generate_stubs():

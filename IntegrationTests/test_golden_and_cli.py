@@ -10,7 +10,7 @@ from conftest import ROOT, Billingd, binary
 
 def test_golden_vectors_are_current():
     out = os.path.join(tempfile.mkdtemp(), "golden.json")
-    subprocess.run(["python3", os.path.join(ROOT, "tests/golden/make_vectors.py"), out], check=True)
+    subprocess.run(["python3", os.path.join(ROOT, "scripts/golden/make_vectors.py"), out], check=True)
     fresh = json.load(open(out))["vectors"]
     committed = json.load(open(os.path.join(ROOT, "Tests/ProtoWireTests/golden.json")))["vectors"]
     assert fresh == committed

@@ -37,5 +37,5 @@ def test_reflection_lists_describes_and_calls(server):
 
 def test_reflection_data_is_current():
     out = os.path.join(tempfile.mkdtemp(), "ReflectionData.swift")
-    subprocess.run(["python3", os.path.join(ROOT, "tests/golden/make_descriptors.py"), out], check=True)
+    subprocess.run(["python3", os.path.join(ROOT, "scripts/golden/make_descriptors.py"), out], check=True)
     assert open(out).read() == open(os.path.join(ROOT, "Sources/BillingService/ReflectionData.swift")).read()
