@@ -47,14 +47,20 @@ public enum NotificationRules {
             }
         }
 
-        // The account: whoever already owns the subscription or purchase; else the order its token names.
-        var account = try ledger.transactions(originalTransactionID: original).first { !$0.accountID.isEmpty }?.accountID
+        // The account: whoever owns the notified transaction itself; else whoever owns another transaction of
+        // the subscription or purchase; else the order its token names.
+        let family = try ledger.transactions(originalTransactionID: original)
+        var account: String?
+        if let t = n.transaction, let own = family.first(where: { $0.transaction.transactionID == t.transactionID }), !own.accountID.isEmpty {
+            account = own.accountID
+        }
+        if account == nil { account = family.first { !$0.accountID.isEmpty }?.accountID }
         var tokenOrder: Order?
         if let token = n.transaction?.appAccountToken, let id = OrderID.canonical(token) {
             tokenOrder = try ledger.order(id: id)
         }
         if account == nil { account = tokenOrder?.accountID }
-        let owner = account ?? ""
+        var owner = account ?? ""
 
         var subject = n.transaction
         if let t = n.transaction {
@@ -74,9 +80,12 @@ public enum NotificationRules {
                 }
             }
             if !completed {
-                subject = try PurchaseRules.record(ledger, t, owner: owner, transfer: false, context: context).0.transaction
+                let (stored, _) = try PurchaseRules.record(ledger, t, owner: owner, transfer: false, context: context)
+                subject = stored.transaction
+                // The entitlement to update is the one of the account the transaction belongs to.
+                if !stored.accountID.isEmpty { owner = stored.accountID }
             }
-        } else if let any = try ledger.transactions(originalTransactionID: original).first(where: { $0.accountID == owner }) {
+        } else if let any = family.first(where: { $0.accountID == owner }) {
             subject = any.transaction
         }
         if let subject, !owner.isEmpty {

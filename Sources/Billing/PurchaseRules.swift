@@ -71,6 +71,10 @@ public enum PurchaseRules {
     public static func complete(_ ledger: some PurchaseLedger, orderID: String, candidates: [StoreTransaction],
                                 check: (Order, StoreTransaction) -> BillingError?, context: RuleContext,
                                 refreshEntitlement: Bool = true) throws(BillingError) -> Result<CompletedPurchase, BillingError> {
+        // Subscription locks first, in one order (PostgreSQL), as notifications take them: no lock-order deadlock.
+        for original in Set(candidates.map(\.originalTransactionID)).sorted() {
+            try ledger.lockSubscription(originalTransactionID: original)
+        }
         guard try ledger.order(id: orderID) != nil else { return .failure(.orderNotFound(orderID: orderID)) }
         var known: [String: OwnedTransaction] = [:]
         for c in candidates {
@@ -142,6 +146,9 @@ public enum PurchaseRules {
     public static func restore(_ ledger: some PurchaseLedger, accountID: String, transactions: [StoreTransaction],
                                policy: RestorePolicy, context: RuleContext) throws(BillingError) -> [Entitlement] {
         var refreshed = Set<String>()
+        for original in Set(transactions.map(\.originalTransactionID)).sorted() {
+            try ledger.lockSubscription(originalTransactionID: original)
+        }
         for t in transactions where kind(of: t, catalog: context.catalog) != .consumable {
             let (owned, from) = try record(ledger, t, owner: accountID, transfer: policy == .transfer, context: context)
             guard owned.accountID == accountID else { continue }
@@ -216,6 +223,14 @@ public enum PurchaseRules {
         let previous = owned.accountID
         try ledger.transfer(transactionID: t.transactionID, to: owner)
         owned.accountID = owner
+        // A subscription moves whole: its other transactions that the previous owner held go with it, so it is
+        // never split across two accounts (and later notifications find one owner).
+        if !previous.isEmpty && kind(of: t, catalog: context.catalog) != .nonConsumable {
+            for sibling in try ledger.transactions(originalTransactionID: t.originalTransactionID)
+            where sibling.accountID == previous && sibling.transaction.transactionID != t.transactionID {
+                try ledger.transfer(transactionID: sibling.transaction.transactionID, to: owner)
+            }
+        }
         try adoptUnowned(ledger, originalTransactionID: t.originalTransactionID, owner: owner)
         if !previous.isEmpty {
             try refresh(ledger, accountID: previous, for: owned.transaction, context: context)
@@ -244,7 +259,7 @@ public enum PurchaseRules {
         guard kind != .consumable else { return nil }
         // Writers of one subscription (a restore, a proof, a notification, through any replica) compute its
         // entitlement one after the other, each from what the one before committed.
-        if kind != .nonConsumable { try ledger.lockSubscription(originalTransactionID: t.originalTransactionID) }
+        try ledger.lockSubscription(originalTransactionID: kind == .nonConsumable ? accountID + "\u{0}" + t.productID : t.originalTransactionID)
         let key = EntitlementRecord.key(kind: kind, productID: t.productID, originalTransactionID: t.originalTransactionID)
         let all: [OwnedTransaction] = kind == .nonConsumable
             ? try ledger.transactions(accountID: accountID).filter {

@@ -65,6 +65,17 @@ final class PGConnection {
         return Int(String(cString: PQcmdTuples(r))) ?? 0
     }
 
+    /// COMMIT, checked: a transaction that was already aborted answers COMMIT with the tag ROLLBACK (and a
+    /// success status); that is a failure, never an acknowledgement.
+    func commit() throws(StorageError) {
+        guard let conn else { throw StorageError(code: 0, message: "not connected", connectionLost: true) }
+        let r = PQexec(conn, "COMMIT")
+        defer { PQclear(r) }
+        guard PQresultStatus(r) == PGRES_COMMAND_OK else { throw error(r) }
+        let tag = String(cString: PQcmdStatus(r))
+        guard tag == "COMMIT" else { throw StorageError(code: 0, message: "the transaction was rolled back (\(tag))") }
+    }
+
     /// Runs a statement with bound parameters (prepared once per connection); maps rows.
     func query<T>(_ sql: String, _ values: [SQLValue], _ row: (PGRow) -> T) throws(StorageError) -> [T] {
         let (r, _) = try run(sql, values)

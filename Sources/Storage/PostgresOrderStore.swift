@@ -89,7 +89,7 @@ public final class PostgresOrderStore: OrderStore {
                 for job in batch {
                     answers.append(try runJob(job, on: db))
                 }
-                try db.execute("COMMIT")
+                try db.commit()
                 health.reachable.store(true, ordering: .relaxed)
                 for answer in answers { answer() }
                 return
@@ -113,10 +113,9 @@ public final class PostgresOrderStore: OrderStore {
     private static func runJob(_ job: Job, on db: PGConnection) throws(StorageError) -> @Sendable () -> Void {
         for attempt in 0..<2 {
             try db.execute("SAVEPOINT job")
+            let answer: @Sendable () -> Void
             do throws(SQLiteOrderStore.JobFailure) {
-                let answer = try job.body(db)
-                _ = try? db.execute("RELEASE SAVEPOINT job")
-                return answer
+                answer = try job.body(db)
             } catch {
                 switch error {
                 case .refused(let e):
@@ -132,6 +131,9 @@ public final class PostgresOrderStore: OrderStore {
                     return { job.fail(.storageUnavailable(detail: detail)) }
                 }
             }
+            // A failed RELEASE leaves the transaction aborted: the batch fails (and is retried), never acknowledged.
+            try db.execute("RELEASE SAVEPOINT job")
+            return answer
         }
         return { job.fail(.storageUnavailable(detail: "unique violation persisted")) }
     }
@@ -221,9 +223,11 @@ public final class PostgresOrderStore: OrderStore {
     /// Numbers what has committed first, so a reader sees its own writes in the feed at once.
     public func events(after cursor: UInt64, limit: Int, accountID: String?,
                        completion: @escaping @Sendable (Result<[EventRecord], BillingError>) -> Void) {
-        sequencer.flush()
+        let sequencer = self.sequencer
         read({ ledger throws(BillingError) in
-            try ledger.events(after: cursor, limit: limit, accountID: accountID)
+            // On a pool thread, never the caller's (an event loop).
+            sequencer.flush()
+            return try ledger.events(after: cursor, limit: limit, accountID: accountID)
         }, completion: completion)
     }
 

@@ -327,6 +327,33 @@ struct AfterSaleTests {
         #expect(moved.first { $0.accountID == "jack" }?.entitlement?.active == true)
     }
 
+    @Test("a subscription moves whole on restore, and a refund afterwards reaches the account that holds it", arguments: Backend.all)
+    func refundFollowsTheOwner(_ backend: Backend) throws {
+        let a = AfterSale(backend)
+        defer { a.h.store.close() }
+        let day: Int64 = 86_400_000
+        let order = a.h.order("kim", product: AfterSale.monthly)
+        let t1 = AfterSale.tx("m1", product: AfterSale.monthly, type: AfterSale.sub, original: "m1", token: order.id,
+                              purchase: Shop.now - day, expires: Shop.now + 29 * day, signed: Shop.now - day)
+        let t2 = AfterSale.tx("m2", product: AfterSale.monthly, type: AfterSale.sub, original: "m1",
+                              purchase: Shop.now + 29 * day, expires: Shop.now + 59 * day, signed: Shop.now + 29 * day)
+        #expect(a.notify(AfterSale.note("SUBSCRIBED", signed: Shop.now - day, tx: t1)) == .done(.applied))
+        #expect(a.notify(AfterSale.note("DID_RENEW", signed: Shop.now + 29 * day, tx: t2)) == .done(.applied))
+        // Another account restores with the renewal alone (StoreKit's current entitlements): the whole subscription moves.
+        _ = try a.h.restore("lee", jws: [try Shop.store.signedTransaction(t2)]).get()
+        #expect(a.entitlements("kim").isEmpty)
+        #expect(a.entitlements("lee").map(\.latestTransactionID) == ["m2"])
+        var refunded = t2
+        refunded.revocationDate = Shop.now + 30 * day
+        refunded.revocationReason = 0
+        refunded.signedDate = Shop.now + 30 * day
+        #expect(a.notify(AfterSale.note("REFUND", signed: Shop.now + 30 * day, tx: refunded)) == .done(.applied))
+        #expect(a.entitlements("lee").first?.active == false)
+        #expect(a.entitlements("lee").first?.revocationTimeMs == Shop.now + 30 * day)
+        #expect(a.events(account: "lee").last?.kind == .entitlementRevoked)
+        #expect(a.entitlements("kim").isEmpty)
+    }
+
     @Test("event cursors increase in commit order, one commit's events consecutive; paging by account", arguments: Backend.all)
     func cursors(_ backend: Backend) throws {
         let a = AfterSale(backend)
