@@ -70,6 +70,9 @@ public final class InMemoryOrderStore: OrderStore {
             state.events.append(e)
         }
         func lastCursor() -> UInt64 { state.events.last?.cursor ?? 0 }
+        func accounts(after account: String, limit: Int) -> [String] {
+            Array(Set(state.transactions.values.map(\.accountID)).filter { $0 > account }.sorted().prefix(limit))
+        }
         func events(after cursor: UInt64, limit: Int, accountID: String?) -> [EventRecord] {
             // Cursors are the events' positions plus one: binary search is not needed for a test store.
             Array(state.events.lazy.filter { $0.cursor > cursor && (accountID == nil || $0.accountID == accountID) }.prefix(limit))

@@ -36,6 +36,8 @@ public protocol PurchaseLedger {
     func events(after cursor: UInt64, limit: Int, accountID: String?) throws(BillingError) -> [EventRecord]
     /// The cursor of the newest committed event; 0 when there is none.
     func lastCursor() throws(BillingError) -> UInt64
+    /// Accounts that own transactions, in order, after `account` (paging; upgrade backfill).
+    func accounts(after account: String, limit: Int) throws(BillingError) -> [String]
     /// Serializes writers of one subscription (original transaction) until the end of the database transaction,
     /// so that each reads what the previous one committed (renewal state, entitlement) before it writes.
     /// A no-op where writers are already serialized (memory, SQLite).
@@ -160,6 +162,30 @@ public enum PurchaseRules {
         }
         return try ledger.entitlements(accountID: accountID).map { $0.entitlement(nowMs: context.nowMs) }
             .sorted { ($0.productID, $0.originalTransactionID) < ($1.productID, $1.originalTransactionID) }
+    }
+
+    /// Builds the entitlement table from the transactions already recorded (a database upgraded from before
+    /// the table existed), without events; answers how many accounts it went through.
+    public static func backfillEntitlements(_ ledger: some PurchaseLedger, context: RuleContext) throws(BillingError) -> Int {
+        var after = "", seen = 0
+        while true {
+            let page = try ledger.accounts(after: after, limit: 500)
+            guard let last = page.last else { return seen }
+            for account in page where !account.isEmpty {
+                var done = Set<String>()
+                for o in try ledger.transactions(accountID: account) {
+                    let k = kind(of: o.transaction, catalog: context.catalog)
+                    guard k != .consumable else { continue }
+                    let key = EntitlementRecord.key(kind: k, productID: o.transaction.productID,
+                                                    originalTransactionID: o.transaction.originalTransactionID)
+                    if done.insert(key).inserted {
+                        try refresh(ledger, accountID: account, for: o.transaction, context: context, forced: [])
+                    }
+                }
+                seen += 1
+            }
+            after = last
+        }
     }
 
     /// PENDING -> EXPIRED for orders created before the cutoff (at most `limit`), each with its event.

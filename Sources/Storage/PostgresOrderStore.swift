@@ -266,6 +266,8 @@ enum PostgresMigrations {
             try db.execute("BEGIN")
             do throws(StorageError) {
                 try db.execute(steps[version])
+                // Step 3 added the entitlement table: an older database gets it filled in the same transaction.
+                if version == 2 { try SQLLedger(db: db, lastError: ErrorBox()).backfillIfUpgraded(from: current) }
                 try db.update("INSERT INTO billing_schema_migrations (version) VALUES ($1)", [.int(Int64(version + 1))])
                 try db.execute("COMMIT")
             } catch {

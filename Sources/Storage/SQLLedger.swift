@@ -256,6 +256,24 @@ struct SQLLedger<DB: SQLExecutor>: PurchaseLedger {
 
     static var subscriptionLockSpace: Int32 { 0x7375_6273 }  // "subs"
 
+    func accounts(after account: String, limit: Int) throws(BillingError) -> [String] {
+        try run { () throws(StorageError) in
+            try db.query("SELECT DISTINCT account_id FROM transactions WHERE account_id > $1 ORDER BY account_id LIMIT $2",
+                         [.text(account), .int(Int64(limit))], { $0.text(0) })
+        }
+    }
+
+    /// After an upgrade from before schema step 3: the entitlement table built from the transactions.
+    func backfillIfUpgraded(from version: Int) throws(StorageError) {
+        guard version >= 1 && version < 3 else { return }
+        do throws(BillingError) {
+            _ = try PurchaseRules.backfillEntitlements(self, context: RuleContext(nowMs: SystemClock().nowMilliseconds(),
+                                                                                  cause: .restorePurchases, catalog: nil))
+        } catch {
+            throw lastError?.error ?? StorageError(code: 0, message: "entitlement backfill: \(error)")
+        }
+    }
+
     func lastCursor() throws(BillingError) -> UInt64 {
         try run { () throws(StorageError) in
             UInt64(max(0, try db.query("SELECT COALESCE(MAX(feed_cursor), 0) FROM events", [], { $0.int64(0) }).first ?? 0))

@@ -279,6 +279,8 @@ enum SQLiteMigrations {
             try db.execute("BEGIN IMMEDIATE")
             do {
                 try db.execute(steps[version])
+                // Step 3 added the entitlement table: an older database gets it filled in the same transaction.
+                if version == 2 { try SQLLedger(db: db, lastError: ErrorBox()).backfillIfUpgraded(from: current) }
                 try db.execute("PRAGMA user_version = \(version + 1)")
                 try db.execute("COMMIT")
             } catch {

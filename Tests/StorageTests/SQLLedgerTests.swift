@@ -2,6 +2,7 @@ import Billing
 import Foundation
 @testable import Storage
 import Testing
+import TestSupport
 
 @Suite("SQL ledger")
 struct SQLLedgerTests {
@@ -52,5 +53,35 @@ struct FeedNotifierTests {
         // Sendable: used from the test's one thread only.
         var value = 0
         func add() { value += 1 }
+    }
+}
+
+@Suite("Upgrade to the entitlement table")
+struct EntitlementBackfillTests {
+    @Test("a database from before schema step 3 gets its entitlements from the transactions it holds")
+    func backfill() throws {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("billing-upgrade-\(UUID().uuidString)")
+        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let path = dir.appendingPathComponent("o.db").path
+        do {
+            // The previous release's schema (steps 1 and 2) and what it recorded.
+            let db = try SQLiteConnection(path: path)
+            for step in Schema.steps(.sqlite).prefix(2) { try db.execute(step) }
+            try db.execute("PRAGMA user_version = 2")
+            let columns = "transaction_id, original_transaction_id, account_id, order_id, product_id, product_kind, purchase_time_ms, expires_time_ms, revocation_time_ms, quantity, environment, app_account_token, bundle_id"
+            try db.execute("INSERT INTO transactions (\(columns)) VALUES ('t1', 't1', 'old-account', NULL, 'com.example.premium', 'non_consumable', 1000, 0, 0, 1, 2, NULL, 'b')")
+            try db.execute("INSERT INTO transactions (\(columns)) VALUES ('s2', 's1', 'old-account', NULL, 'com.example.pro', 'auto_renewable_subscription', 2000, 4102444800000, 0, 1, 2, NULL, 'b')")
+            try db.execute("INSERT INTO transactions (\(columns)) VALUES ('c1', 'c1', 'old-account', NULL, 'com.example.coins', 'consumable', 3000, 0, 0, 1, 2, NULL, 'b')")
+            db.close()
+        }
+        let store = try SQLiteOrderStore(path: path)
+        defer { store.close() }
+        let r: Result<[Entitlement], BillingError> = wait { store.entitlements(accountID: "old-account", nowMs: 5000, completion: $0) }
+        let list = try r.get()
+        #expect(list.map(\.productID) == ["com.example.premium", "com.example.pro"])
+        #expect(list.allSatisfy { $0.active })
+        // No events for history: the feed starts with what happens after the upgrade.
+        let e: Result<[EventRecord], BillingError> = wait { store.events(after: 0, limit: 10, accountID: nil, completion: $0) }
+        #expect(try e.get().isEmpty)
     }
 }
