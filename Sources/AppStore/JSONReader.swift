@@ -204,7 +204,15 @@ public enum NotificationEnvelope {
     /// The signed payload, or nil when the body is not a JSON object with a string `signedPayload`
     /// (other fields are tolerated).
     public static func signedPayload(from body: [UInt8]) -> String? {
-        guard body.count <= maxBytes, case .object(let o)? = try? JSONReader.parse(body),
+        guard body.count <= maxBytes else { return nil }
+        // Apple's exact shape, `{"signedPayload":"<JWS>"}` with a JWS's plain characters, needs no parser.
+        let prefix = Array(#"{"signedPayload":""#.utf8)
+        if body.count > prefix.count + 2, body.starts(with: prefix), body[body.count - 2] == UInt8(ascii: "\""),
+           body[body.count - 1] == UInt8(ascii: "}") {
+            let inner = body[prefix.count..<(body.count - 2)]
+            if inner.allSatisfy({ JWS.isCompactCharacter($0) }) { return String(decoding: inner, as: UTF8.self) }
+        }
+        guard case .object(let o)? = try? JSONReader.parse(body),
               case .string(let payload)? = o["signedPayload"] else { return nil }
         return payload
     }

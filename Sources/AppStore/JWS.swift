@@ -4,7 +4,9 @@ import Synchronization
 
 /// Parsed JWS headers by their base64url text: every transaction from one signing leaf carries the
 /// same ~3 KiB header, so its JSON is parsed once. Bounded; cleared when full.
-private let headerCache = Mutex<[Substring: (alg: String, x5c: [String])]>([:])
+private let headerCache = Mutex<[Substring: (alg: String, x5c: [String], id: UInt64)]>([:])
+/// Ids for distinct header texts, never reused: equal ids mean byte-equal headers (so equal x5c chains).
+private let nextHeaderID = Atomic<UInt64>(1)
 
 /// A compact JWS (`header.payload.signature`, base64url) as StoreKit 2 signs it.
 public struct JWS: Sendable {
@@ -15,6 +17,9 @@ public struct JWS: Sendable {
     /// The bytes the signature covers: `header.payload` as sent.
     public let signingInput: [UInt8]
     public let signature: [UInt8]
+    /// Identifies the header text (alg and x5c) while it stays in the parse cache: two JWS with the same id
+    /// carry byte-identical headers. Verifiers key their chain caches on it instead of hashing x5c again.
+    public let headerID: UInt64
 
     /// The largest JWS accepted (real ones are about 3-5 KiB; notifications nest two).
     public static let maxBytes = 64 << 10
@@ -39,9 +44,9 @@ public struct JWS: Sendable {
             throw .malformed("JWS parts are not base64url")
         }
         let headerText = Substring(String(decoding: parts[0], as: UTF8.self))
-        let alg: String, x5c: [String]
+        let alg: String, x5c: [String], headerID: UInt64
         if let cached = headerCache.withLock({ $0[headerText] }) {
-            (alg, x5c) = cached
+            (alg, x5c, headerID) = cached
         } else {
             guard let headerBytes = decode(parts[0]) else { throw .malformed("JWS parts are not base64url") }
             guard let header = (try? JSONSerialization.jsonObject(with: Data(headerBytes))) as? [String: Any] else {
@@ -51,14 +56,23 @@ public struct JWS: Sendable {
             guard let chain = header["x5c"] as? [Any] else { throw .malformed("JWS header has no x5c chain") }
             let strings = chain.compactMap { $0 as? String }
             guard strings.count == chain.count else { throw .malformed("x5c entries must be strings") }
-            (alg, x5c) = (a, strings)
+            let id = nextHeaderID.add(1, ordering: .relaxed).newValue
+            (alg, x5c, headerID) = (a, strings, id)
             headerCache.withLock { cache in
                 if cache.count >= 64 { cache.removeAll(keepingCapacity: true) }
-                cache[headerText] = (a, strings)
+                cache[headerText] = (a, strings, id)
             }
         }
         return JWS(algorithm: alg, x5c: x5c, payload: payload,
-                   signingInput: Array(utf8[0..<(parts[0].count + 1 + parts[1].count)]), signature: signature)
+                   signingInput: Array(utf8[0..<(parts[0].count + 1 + parts[1].count)]), signature: signature, headerID: headerID)
+    }
+
+    /// A character of a compact JWS: base64url or the dot between parts.
+    @inline(__always)
+    public static func isCompactCharacter(_ c: UInt8) -> Bool {
+        (c >= UInt8(ascii: "A") && c <= UInt8(ascii: "Z")) || (c >= UInt8(ascii: "a") && c <= UInt8(ascii: "z"))
+            || (c >= UInt8(ascii: "0") && c <= UInt8(ascii: "9")) || c == UInt8(ascii: "-") || c == UInt8(ascii: "_")
+            || c == UInt8(ascii: ".") || c == UInt8(ascii: "=")
     }
 
     /// Encodes bytes as unpadded base64url.

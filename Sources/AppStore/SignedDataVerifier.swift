@@ -37,11 +37,11 @@ public struct VerifierSettings: Sendable {
 /// three x5c certificates, ES256, leaf and intermediate marker OIDs, chain to a configured root
 /// valid at the payload's signedDate, then bundle id, environment and (production) appAppleId.
 ///
-/// Verified chains are cached by the hash of their x5c text with the window in which all three
+/// Verified chains are cached by their JWS header (`JWS.headerID`) with the window in which all three
 /// certificates are valid, so the steady-state cost of a JWS is one ES256 verification.
 public final class SignedDataVerifier: Sendable {
     public let settings: VerifierSettings
-    private let cache = Mutex<[[UInt8]: CachedChain]>([:])
+    private let cache = Mutex<[UInt64: CachedChain]>([:])
     private let chainCount = Atomic<Int>(0)
     /// Chain verifications that missed the cache (for tests and metrics).
     public var chainVerifications: Int { chainCount.load(ordering: .relaxed) }
@@ -146,7 +146,8 @@ public final class SignedDataVerifier: Sendable {
             throw .untrusted("x5c holds \(jws.x5c.count) certificates; App Store data carries leaf, intermediate and root")
         }
         let seconds = dateMs / 1000
-        let key = Digest.sha256(Array((jws.x5c[0] + "." + jws.x5c[1]).utf8))
+        // Keyed by the header's parse-cache id: the same id means a byte-identical header, so the same x5c.
+        let key = jws.headerID
         var leafKey: PublicKey?
         if let hit = cache.withLock({ $0[key] }), hit.validFrom <= seconds, seconds <= hit.validUntil {
             leafKey = hit.leafKey

@@ -63,12 +63,15 @@ struct NotificationEndpoint: Sendable {
     func handle(_ request: HTTPRequest, _ respond: @escaping @Sendable (HTTPResponse) -> Void) {
         let started = DispatchTime.now()
         let body = request.body, peer = request.peer
-        // Verification costs two or three ES256 checks: off the front's threads.
         guard let processor else {
             record(nil, "rejected", status: 400, started: started, peer: peer, reason: unconfiguredReason)
             return respond(Self.json(400, ["error": unconfiguredReason]))
         }
-        DispatchQueue.global().async { [self] in
+        // Verification costs two or three ES256 checks. An HTTP/2 connection has a thread of its own: verify there.
+        // HTTP/1.1 connections share the library's one polling thread: verify elsewhere.
+        let run: (@escaping @Sendable () -> Void) -> Void = request.httpVersion == "HTTP/2"
+            ? { $0() } : { DispatchQueue.global().async(execute: $0) }
+        run { [self] in
             processor.process(body: body) { outcome, summary in
                 switch outcome {
                 case .done(let result):

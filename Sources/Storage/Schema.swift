@@ -100,7 +100,7 @@ enum Schema {
                 ended_signed_time_ms \(ms) NOT NULL
             \(dialect.endKeyedTable)
             CREATE TABLE notifications (
-                notification_uuid TEXT PRIMARY KEY,
+                notification_uuid TEXT NOT NULL UNIQUE,
                 notification_type TEXT NOT NULL,
                 subtype TEXT,
                 signed_time_ms \(ms) NOT NULL,
@@ -108,7 +108,7 @@ enum Schema {
                 applied_time_ms \(ms) NOT NULL,
                 transaction_id TEXT,
                 signed_payload TEXT NOT NULL
-            \(dialect.endKeyedTable)
+            );
             CREATE TABLE events (
                 \(dialect.feedKey)
                 event_type INTEGER NOT NULL,
