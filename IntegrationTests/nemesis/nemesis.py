@@ -162,7 +162,7 @@ class Proxy:
                     (b if s is a else a).sendall(data)
                 if done:
                     break
-        except OSError:
+        except (OSError, ValueError):  # ValueError: select on a socket set() closed
             pass
         finally:
             for s in socks:
