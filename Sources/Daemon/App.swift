@@ -264,13 +264,49 @@ public final class App: Sendable {
     public var port: Int { server.port }
 
     /// PENDING -> EXPIRED for orders older than --order-ttl, checked every tenth of the TTL (1 s to 60 s).
+    ///
+    /// Order create times are wall-clock milliseconds (shared by replicas, kept across restarts), but the wall
+    /// clock steps (NTP, an operator, a VM resumed): a +1 h step must not expire every order younger than an hour
+    /// while its buyer is paying (SubmitReceipt would then answer ORDER_NOT_PENDING for money taken). So the
+    /// "now" expiry uses never runs ahead of an anchor (a wall time and the monotonic time it was read at) plus the
+    /// monotonic time since: a forward step delays expiry by at most one TTL (harmless), never hastens it; a
+    /// backward step only delays it.
     private func startExpiry() {
         let ttlMs = Int64(configuration.orderTTL * 1000)
         let period = min(60.0, max(1.0, configuration.orderTTL / 10))
         let store = self.store, logger = self.logger
         let thread = Thread { [self] in
+            var anchorWall = SystemClock().nowMilliseconds()
+            var anchorMono = ContinuousClock.now
+            var aheadSince: ContinuousClock.Instant?
             while !expiryStopped.load(ordering: .relaxed) {
-                let now = SystemClock().nowMilliseconds()
+                let wall = SystemClock().nowMilliseconds()
+                let mono = ContinuousClock.now
+                let elapsed = anchorMono.duration(to: mono).components
+                let monotonic = anchorWall + elapsed.seconds * 1000 + elapsed.attoseconds / 1_000_000_000_000_000
+                if wall < monotonic {
+                    // Behind: the wall clock is used as it is (later expiry), and becomes the new anchor.
+                    anchorWall = wall
+                    anchorMono = mono
+                    aheadSince = nil
+                } else if wall - monotonic > 1000 {
+                    // Ahead: once the step is a TTL old (monotonic), every order created before it is really older
+                    // than the TTL, and the orders created since carry the new wall time: trust the wall clock again.
+                    if aheadSince == nil {
+                        aheadSince = mono
+                        logger.log(.warning, "wall clock stepped ahead of monotonic time: order expiry holds back for one TTL",
+                                   [("ahead_ms", .int(Int(wall - monotonic)))])
+                    }
+                    if let since = aheadSince, since.duration(to: mono) >= .milliseconds(ttlMs) {
+                        anchorWall = wall
+                        anchorMono = mono
+                        aheadSince = nil
+                    }
+                } else {
+                    aheadSince = nil
+                }
+                let now = min(wall, anchorWall + Int64(anchorMono.duration(to: mono).components.seconds) * 1000
+                              + anchorMono.duration(to: mono).components.attoseconds / 1_000_000_000_000_000)
                 let done = DispatchSemaphore(value: 0)
                 let moved = Mutex(0)
                 store.expire(createdBeforeMs: now - ttlMs, nowMs: now, limit: 1000) { result in

@@ -51,8 +51,10 @@ public final class SQLiteOrderStore: OrderStore {
         try writeConnection.execute("PRAGMA synchronous=FULL")
         try writeConnection.execute("PRAGMA foreign_keys=ON")
         try Self.tune(writeConnection)
-        // Checkpoints run on their own thread (Checkpointer), never inside a commit of the writer.
+        // Checkpoints run on their own thread (Checkpointer), never inside a commit of the writer (the writer checkpoints
+        // between groups only when the WAL outgrew walLimitBytes or a write failed).
         try writeConnection.execute("PRAGMA wal_autocheckpoint=0")
+        try writeConnection.execute("PRAGMA journal_size_limit=\(Self.walLimitBytes)")
         try SQLiteMigrations.migrate(writeConnection)
         var readerConnections: [Confined<SQLiteConnection>] = []
         for _ in 0..<max(1, readerCount) {
@@ -64,9 +66,19 @@ public final class SQLiteOrderStore: OrderStore {
         checkpointer = try Checkpointer(path: path)
         let confinedWriter = Confined(writeConnection)
         let stats = groups
+        let walPath = path + "-wal"
         writer = Worker(name: "sqlite-writer", maxBatch: maxGroup, maxQueued: maxQueued) { batch in
             stats.record(batch.count)
-            SQLiteOrderStore.commitGroup(batch, on: confinedWriter.value)
+            let committed = SQLiteOrderStore.commitGroup(batch, on: confinedWriter.value)
+            // Every commit appends its pages to the WAL, which SQLite reuses only after a checkpoint copied all of it
+            // while no commit was appending. The checkpointer's PASSIVE runs race the commits of a busy writer and can
+            // keep missing that moment, so the WAL grows, and on a full disk a WAL that took the last free space leaves
+            // a checkpoint no room to grow the database file: writes then fail for good, even after space is freed
+            // elsewhere. So past `walLimitBytes` (and after a failed write) the writer checkpoints itself, between
+            // groups, where nothing can append; `journal_size_limit` then gives the space back.
+            if !committed || SQLiteOrderStore.fileSize(walPath) > SQLiteOrderStore.walLimitBytes {
+                try? confinedWriter.value.execute("PRAGMA wal_checkpoint(PASSIVE)")
+            }
         } onStop: {
             confinedWriter.value.close()
         }
@@ -86,14 +98,24 @@ public final class SQLiteOrderStore: OrderStore {
         try c.execute("PRAGMA mmap_size=268435456")
     }
 
-    /// One group commit: BEGIN, a savepoint per job, COMMIT, then the answers.
-    private static func commitGroup(_ batch: [WriteJob], on db: SQLiteConnection) {
+    /// The WAL size past which the writer checkpoints itself (and to which a restarted WAL is truncated).
+    static let walLimitBytes = 1 << 20
+
+    static func fileSize(_ path: String) -> Int {
+        var st = stat()
+        return stat(path, &st) == 0 ? Int(st.st_size) : 0
+    }
+
+    /// One group commit: BEGIN, a savepoint per job, COMMIT, then the answers. Answers false when the database failed.
+    @discardableResult
+    private static func commitGroup(_ batch: [WriteJob], on db: SQLiteConnection) -> Bool {
         do {
             try db.execute("BEGIN IMMEDIATE")
         } catch {
             for job in batch { job.fail(.storageUnavailable(detail: error.description)) }
-            return
+            return false
         }
+        var jobFailed = false
         var answers: [@Sendable () -> Void] = []
         answers.reserveCapacity(batch.count)
         for job in batch {
@@ -114,6 +136,7 @@ public final class SQLiteOrderStore: OrderStore {
                     try db.execute("RELEASE job")
                     switch failure {
                     case .storage(let e):
+                        jobFailed = true
                         let detail = e.description
                         answers.append { job.fail(.storageUnavailable(detail: detail)) }
                     case .refused(let e):
@@ -124,7 +147,7 @@ public final class SQLiteOrderStore: OrderStore {
                 // The transaction itself is broken: give up on the whole group.
                 try? db.execute("ROLLBACK")
                 for job in batch { job.fail(.storageUnavailable(detail: error.description)) }
-                return
+                return false
             }
         }
         do {
@@ -132,9 +155,10 @@ public final class SQLiteOrderStore: OrderStore {
         } catch {
             try? db.execute("ROLLBACK")
             for job in batch { job.fail(.storageUnavailable(detail: error.description)) }
-            return
+            return false
         }
         for answer in answers { answer() }
+        return !jobFailed
     }
 
     /// Queues a read; the caller answers the refusal when it was not queued.
