@@ -35,6 +35,20 @@ public enum OrderID {
 
     /// The canonical lowercase form of any UUID written 8-4-4-4-12 in either case, or nil.
     public static func canonical(_ text: String) -> String? {
+        // Most ids arrive canonical already (lower-case, as minted): answer the same String, no copy.
+        var lower = true
+        var count = 0
+        for (i, c) in text.utf8.enumerated() {
+            count += 1
+            if count > 36 { return nil }
+            if i == 8 || i == 13 || i == 18 || i == 23 {
+                if c != UInt8(ascii: "-") { return nil }
+            } else if !(0x30...0x39).contains(c) && !(0x61...0x66).contains(c) {
+                lower = false
+            }
+        }
+        if count != 36 { return nil }
+        if lower { return text }
         let utf8 = Array(text.utf8)
         guard utf8.count == 36 else { return nil }
         var out = [UInt8]()

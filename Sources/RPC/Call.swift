@@ -254,6 +254,22 @@ public struct Router: Sendable {
     /// Whether `path` names a registered method (unknown methods share one metric label).
     public func knows(path: String) -> Bool { handlers[path] != nil || streaming[path] != nil || bidi[path] != nil }
 
+    /// What a `:path` is routed to: the method name and its handler, of one of the three kinds.
+    public enum Route: Sendable {
+        case unary(method: String, handler: UnaryHandler)
+        case serverStreaming(method: String, handler: ServerStreamingHandler)
+        case bidi(method: String, handler: BidiStreamingHandler)
+    }
+
+    /// The route of an HTTP/2 `:path` (bidirectional, then server-streaming, then unary), or nil.
+    /// A transport may keep the answer for a path: the router is read-only once serving.
+    public func resolve(path: String) -> Route? {
+        if let (method, handler) = bidi[path] { return .bidi(method: method, handler: handler) }
+        if let (method, handler) = streaming[path] { return .serverStreaming(method: method, handler: handler) }
+        if let (method, handler) = handlers[path] { return .unary(method: method, handler: handler) }
+        return nil
+    }
+
     /// The method name and handler for an HTTP/2 `:path`, or nil.
     public func route(forPath path: String) -> (method: String, handler: UnaryHandler)? { handlers[path] }
 
