@@ -8,7 +8,7 @@ import Synchronization
 /// One accepted connection: socket, optional TLS, one nghttp2 server session, its streams.
 ///
 /// Confined to its event loop; other threads only hand answers back through `loop.execute`.
-final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
+final class ServerConnection: EventHandler, DeferredFlush, ResponseSink, @unchecked Sendable {
     // Sendable: every field is touched on `loop` only; closures that cross threads
     // capture the connection solely to call `loop.execute { ... }` with it.
     let fd: Int32
@@ -21,6 +21,9 @@ final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
     /// The stream the last lookup found: nghttp2 calls back for one stream many times in a row
     /// (begin, each header, end of headers, the answer), so most lookups skip the dictionary's hashing.
     private var lastStream: ServerStream?
+    /// Closed unary streams kept for the next ones (no allocation per call once warm).
+    private var spareStreams: [ServerStream] = []
+    static let maxSpareStreams = 64
     /// The route of the last `:path` routed on this connection (one method called again and again).
     private var routedPath: String?
     private var routed: Router.Route?
@@ -36,6 +39,8 @@ final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
     /// The last `:path` seen and its String: a connection usually calls one method again and again.
     private var lastPath: [UInt8] = []
     private var lastPathString = ""
+    /// The metadata fields seen last on this connection, as bytes and as the Strings handed to calls.
+    private var recentMetadata: [(nameBytes: [UInt8], valueBytes: [UInt8], name: String, value: String, varies: Bool)] = []
     /// The client certificate's subject, once a mutual-TLS handshake verified it.
     private(set) var peerSubject: String?
     private(set) var closed = false
@@ -454,7 +459,13 @@ final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
     // MARK: nghttp2 events (called from the file-private callbacks)
 
     fileprivate func beginHeaders(streamID: Int32) {
-        let stream = ServerStream(id: streamID, maxMessageBytes: shared.configuration.maxMessageBytes)
+        let stream: ServerStream
+        if let spare = spareStreams.popLast() {
+            spare.reuse(id: streamID, maxMessageBytes: shared.configuration.maxMessageBytes)
+            stream = spare
+        } else {
+            stream = ServerStream(id: streamID, maxMessageBytes: shared.configuration.maxMessageBytes)
+        }
         streams[streamID] = stream
         lastStream = stream
     }
@@ -502,9 +513,29 @@ final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
                     || same(name, Literal.grpcAcceptEncoding) || same(name, Literal.acceptEncoding) {
             return true
         } else {
-            stream.metadata.append((String(decoding: name, as: UTF8.self), String(decoding: value, as: UTF8.self)))
+            stream.metadata.append(metadataStrings(name, value))
         }
         return true
+    }
+
+    /// The Strings of a metadata field. A connection's calls repeat the same few fields (content-length,
+    /// authorization, custom metadata): the first 8 names are kept with their value and reused byte for
+    /// byte; a name whose value changes keeps only its name String (no copy of values that differ per call).
+    private func metadataStrings(_ name: UnsafeBufferPointer<UInt8>, _ value: UnsafeBufferPointer<UInt8>) -> (name: String, value: String) {
+        for i in recentMetadata.indices where same(name, recentMetadata[i].nameBytes) {
+            if !recentMetadata[i].varies {
+                if same(value, recentMetadata[i].valueBytes) { return (recentMetadata[i].name, recentMetadata[i].value) }
+                recentMetadata[i].varies = true
+                recentMetadata[i].valueBytes = []
+                recentMetadata[i].value = ""
+            }
+            return (recentMetadata[i].name, String(decoding: value, as: UTF8.self))
+        }
+        let field = (name: String(decoding: name, as: UTF8.self), value: String(decoding: value, as: UTF8.self))
+        if recentMetadata.count < 8 && name.count + value.count <= 256 {
+            recentMetadata.append((Array(name), Array(value), field.name, field.value, false))
+        }
+        return field
     }
 
     /// The request's headers are complete: check them, and dispatch if the body is empty.
@@ -544,7 +575,7 @@ final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
         stream.knownMethod = route != nil
         if router.authenticates {
             // Before anything per method, unknown methods included: their names are the peer's to choose.
-            let cancellation = Cancellation()
+            let cancellation = Cancellation(keepsNotes: shared.configuration.keepsCallNotes)
             stream.cancellation = cancellation
             let method = stream.path.hasPrefix("/") ? String(stream.path.dropFirst()) : stream.path
             let context = CallContext(method: method, metadata: stream.metadata, peer: peer,
@@ -653,6 +684,11 @@ final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
         if lastStream?.id == streamID { lastStream = nil }
         guard let stream = streams.removeValue(forKey: streamID) else { return }
         abandon(stream)
+        if stream.reusable && spareStreams.count < Self.maxSpareStreams {
+            // Drop what the call held now (answer, handler, cancellation), not when the stream is reused.
+            stream.reuse(id: 0, maxMessageBytes: 0)
+            spareStreams.append(stream)
+        }
         if draining && streams.isEmpty { scheduleFlush() }
     }
 
@@ -706,7 +742,7 @@ final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
         }
         stream.dispatched = true
         stream.capDeadline = 0
-        let cancellation = stream.cancellation ?? Cancellation()
+        let cancellation = stream.cancellation ?? Cancellation(keepsNotes: shared.configuration.keepsCallNotes)
         stream.cancellation = cancellation
         var deadline: ContinuousClock.Instant?
         let id = stream.id
@@ -751,7 +787,7 @@ final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
             return
         }
         stream.dispatched = true
-        let cancellation = stream.cancellation ?? Cancellation()
+        let cancellation = stream.cancellation ?? Cancellation(keepsNotes: shared.configuration.keepsCallNotes)
         stream.cancellation = cancellation
         var deadline: ContinuousClock.Instant?
         let cap: Int64? = config.maxDeadlineNanoseconds > 0 ? config.maxDeadlineNanoseconds : nil
@@ -802,15 +838,17 @@ final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
             streaming(context, message, writer)
             return
         }
-        let responder = Responder { [self] result in
-            // Answered on this loop (Health, cached reads): submit now; nghttp2 allows it inside callbacks.
-            if self.loop.inEventLoop {
-                self.complete(streamID: id, result)
-            } else {
-                self.loop.execute { self.complete(streamID: id, result) }
-            }
+        handler(context, message, Responder(sink: self, id: id))
+    }
+
+    /// A unary call's answer (`ResponseSink`), from any thread.
+    func deliver(id: Int32, _ result: Result<[UInt8], RPCError>) {
+        // Answered on this loop (Health, cached reads): submit now; nghttp2 allows it inside callbacks.
+        if loop.inEventLoop {
+            complete(streamID: id, result)
+        } else {
+            loop.execute { self.complete(streamID: id, result) }
         }
-        handler(context, message, responder)
     }
 
     private func complete(streamID: Int32, _ result: Result<[UInt8], RPCError>) {
