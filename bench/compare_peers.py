@@ -3,6 +3,10 @@
 time, each pinned to CPU 1 with h2load pinned to CPU 0: the same h2load command for each, RUNS times.
 Health/Check for all; billingd's GetOrder (a SQLite read) against the peers' CreateOrder (a map insert
 in memory); billingd's durable CreateOrder for reference. Loopback only; every run bounded by -n.
+With ANCHOR=path/to/grpc_echo_server (the C libnghttp2 echo anchor of the bench kit, built with
+gcc -O2 ... -lnghttp2) it is measured too, on the Health/Check and the GetOrder bodies, and the
+server-CPU ratios billingd/anchor are printed. BILLINGD_ROOT=DIR measures the release build in another
+checkout (e.g. a worktree of an older commit); ONLY=health,getorder,create,peers limits what runs.
 Usage: bench/compare_peers.py PEERS_DIR [RUNS] [N]   (PEERS_DIR: a built copy of ../shared/bench/peers)"""
 import json
 import os
@@ -84,8 +88,11 @@ def measure(name, cmd, path, body, setup=None):
 health = os.path.join(work, "health.bin")
 open(health, "wb").write(frame(b""))
 create = os.path.join(peers, "build", "body.bin")
-billingd = os.path.join(ROOT, ".build", "release", "billingd")
-ctl = os.path.join(ROOT, ".build", "release", "billingctl")
+BROOT = os.environ.get("BILLINGD_ROOT", ROOT)
+billingd = os.path.join(BROOT, ".build", "release", "billingd")
+ctl = os.path.join(BROOT, ".build", "release", "billingctl")
+anchor = os.environ.get("ANCHOR")
+only = set(os.environ.get("ONLY", "health,getorder,create,peers").split(","))
 get_body = os.path.join(work, "get.bin")
 
 
@@ -102,21 +109,37 @@ def open_order():
 
 
 table = {}
-table["billingd Health/Check"] = measure("billingd Health/Check", billingd_cmd(), "/grpc.health.v1.Health/Check", health)
-table["grpc-go Health/Check"] = measure("grpc-go Health/Check", [f"{peers}/bin/peer-go", "-addr", f"127.0.0.1:{PORT}"], "/grpc.health.v1.Health/Check", health)
-table["grpc C++ Health/Check"] = measure("grpc C++ Health/Check", [f"{peers}/bin/peer-cpp", str(PORT), "callback"],
-                                         "/grpc.health.v1.Health/Check", health)
-open_order_cmd = billingd_cmd()
-table["billingd GetOrder (SQLite)"] = measure("billingd GetOrder (SQLite read)", open_order_cmd, "/billing.v1.Billing/GetOrder", get_body,
-                                              setup=open_order)
-table["grpc-go CreateOrder (memory)"] = measure("grpc-go CreateOrder (in memory)", [f"{peers}/bin/peer-go", "-addr", f"127.0.0.1:{PORT}"],
-                                                "/billing.v1.Billing/CreateOrder", create)
-table["grpc C++ CreateOrder (memory)"] = measure("grpc C++ CreateOrder (in memory)", [f"{peers}/bin/peer-cpp", str(PORT), "callback"],
-                                                 "/billing.v1.Billing/CreateOrder", create)
-table["billingd CreateOrder (SQLite FULL)"] = measure("billingd CreateOrder (durable, SQLite)", billingd_cmd(),
-                                                      "/billing.v1.Billing/CreateOrder", create)
+if "health" in only:
+    table["billingd Health/Check"] = measure("billingd Health/Check", billingd_cmd(), "/grpc.health.v1.Health/Check", health)
+    if anchor:
+        table["anchor Health/Check"] = measure("C anchor (echo) Health/Check body", [anchor, "-p", str(PORT), "-a", "127.0.0.1", "-T", "600"],
+                                               "/grpc.health.v1.Health/Check", health)
+if "peers" in only:
+    table["grpc-go Health/Check"] = measure("grpc-go Health/Check", [f"{peers}/bin/peer-go", "-addr", f"127.0.0.1:{PORT}"], "/grpc.health.v1.Health/Check", health)
+    table["grpc C++ Health/Check"] = measure("grpc C++ Health/Check", [f"{peers}/bin/peer-cpp", str(PORT), "callback"],
+                                             "/grpc.health.v1.Health/Check", health)
+if "getorder" in only:
+    table["billingd GetOrder (SQLite)"] = measure("billingd GetOrder (SQLite read)", billingd_cmd(), "/billing.v1.Billing/GetOrder", get_body,
+                                                  setup=open_order)
+    if anchor:
+        table["anchor GetOrder"] = measure("C anchor (echo) GetOrder body", [anchor, "-p", str(PORT), "-a", "127.0.0.1", "-T", "600"],
+                                           "/billing.v1.Billing/GetOrder", get_body)
+if "peers" in only:
+    table["grpc-go CreateOrder (memory)"] = measure("grpc-go CreateOrder (in memory)", [f"{peers}/bin/peer-go", "-addr", f"127.0.0.1:{PORT}"],
+                                                    "/billing.v1.Billing/CreateOrder", create)
+    table["grpc C++ CreateOrder (memory)"] = measure("grpc C++ CreateOrder (in memory)", [f"{peers}/bin/peer-cpp", str(PORT), "callback"],
+                                                     "/billing.v1.Billing/CreateOrder", create)
+if "create" in only:
+    table["billingd CreateOrder (SQLite FULL)"] = measure("billingd CreateOrder (durable, SQLite)", billingd_cmd(),
+                                                          "/billing.v1.Billing/CreateOrder", create)
 print()
+if anchor:
+    for call, ref in (("billingd Health/Check", "anchor Health/Check"), ("billingd GetOrder (SQLite)", "anchor GetOrder")):
+        if call in table and ref in table:
+            print(f"{call} / C anchor: CPU per call {table[call][1] / table[ref][1]:.2f}x, throughput {table[call][0] / table[ref][0]:.2f}x")
 for peer in ("grpc-go", "grpc C++"):
+    if f"{peer} Health/Check" not in table or "billingd Health/Check" not in table or "billingd GetOrder (SQLite)" not in table:
+        continue
     h = table["billingd Health/Check"][0] / table[f"{peer} Health/Check"][0]
     g = table["billingd GetOrder (SQLite)"][0] / table[f"{peer} CreateOrder (memory)"][0]
     print(f"billingd / {peer}: Health/Check throughput {h:.2f}x; GetOrder vs their in-memory CreateOrder {g:.2f}x")

@@ -35,22 +35,24 @@ public enum OrderID {
 
     /// The canonical lowercase form of any UUID written 8-4-4-4-12 in either case, or nil.
     public static func canonical(_ text: String) -> String? {
-        let utf8 = Array(text.utf8)
-        guard utf8.count == 36 else { return nil }
-        var out = [UInt8]()
-        out.reserveCapacity(36)
-        for (i, c) in utf8.enumerated() {
+        // One pass over the contiguous bytes; an id that is canonical already (as minted) comes back as
+        // the same String, without a copy. (Iterating `text.utf8` cost ~100 instructions a byte here.)
+        let b = text.utf8.span
+        guard b.count == 36 else { return nil }
+        var upper = false
+        for i in 0..<36 {
+            let c = b[i]
             if i == 8 || i == 13 || i == 18 || i == 23 {
                 guard c == UInt8(ascii: "-") else { return nil }
-                out.append(c)
                 continue
             }
             switch c {
-            case 0x30...0x39, 0x61...0x66: out.append(c)
-            case 0x41...0x46: out.append(c + 0x20)
+            case 0x30...0x39, 0x61...0x66: break
+            case 0x41...0x46: upper = true
             default: return nil
             }
         }
-        return String(decoding: out, as: UTF8.self)
+        if !upper { return text }
+        return String(decoding: text.utf8.map { (0x41...0x46).contains($0) ? $0 + 0x20 : $0 }, as: UTF8.self)
     }
 }

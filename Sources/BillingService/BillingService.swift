@@ -324,7 +324,8 @@ public final class HealthState: Sendable {
     public var isDraining: Bool { draining.load(ordering: .acquiring) }
 
     public func status(of service: String) -> Status {
-        guard Self.services.contains(service) else { return .unknownService }
+        // "" (the whole server) is what probes ask: no hashing for it.
+        guard service.isEmpty || Self.services.contains(service) else { return .unknownService }
         if draining.load(ordering: .acquiring) { return .notServing }
         return storeReachable() ? .serving : .notServing
     }

@@ -111,6 +111,7 @@ public final class App: Sendable {
             }
         }
         let logCalls = logger.level <= .info
+        serverConfig.keepsCallNotes = logCalls
         let observer: @Sendable (CallRecord) -> Void = { record in
             metrics.record(record)
             if logCalls { App.logCall(record, logger) }

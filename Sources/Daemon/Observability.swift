@@ -47,38 +47,44 @@ final class MeasuredOrderStore: OrderStore {
         self.histogram = histogram
     }
 
-    private func timed<T: Sendable>(_ op: String, _ completion: @escaping @Sendable (T) -> Void) -> @Sendable (T) -> Void {
+    /// The `op` label of each operation, built once (a literal `[op]` allocated an array per call).
+    private enum Op {
+        static let createOrder = ["create_order"], getOrder = ["get_order"], write = ["write"], read = ["read"]
+        static let listEvents = ["list_events"]
+    }
+
+    private func timed<T: Sendable>(_ op: [String], _ completion: @escaping @Sendable (T) -> Void) -> @Sendable (T) -> Void {
         let start = DispatchTime.now().uptimeNanoseconds
         let histogram = histogram
         return { value in
-            histogram.observe(Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9, [op])
+            histogram.observe(Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9, op)
             completion(value)
         }
     }
 
     func create(_ order: NewOrder, abandoned: @escaping @Sendable () -> Bool,
                 completion: @escaping @Sendable (Result<CreateOutcome, BillingError>) -> Void) {
-        inner.create(order, abandoned: abandoned, completion: timed("create_order", completion))
+        inner.create(order, abandoned: abandoned, completion: timed(Op.createOrder, completion))
     }
 
     func order(id: String, completion: @escaping @Sendable (Result<Order?, BillingError>) -> Void) {
-        inner.order(id: id, completion: timed("get_order", completion))
+        inner.order(id: id, completion: timed(Op.getOrder, completion))
     }
 
     func write<T: Sendable>(abandoned: @escaping @Sendable () -> Bool,
                             _ body: @escaping @Sendable (any PurchaseLedger) throws(BillingError) -> Result<T, BillingError>,
                             completion: @escaping @Sendable (Result<T, BillingError>) -> Void) {
-        inner.write(abandoned: abandoned, body, completion: timed("write", completion))
+        inner.write(abandoned: abandoned, body, completion: timed(Op.write, completion))
     }
 
     func read<T: Sendable>(_ body: @escaping @Sendable (any PurchaseLedger) throws(BillingError) -> T,
                            completion: @escaping @Sendable (Result<T, BillingError>) -> Void) {
-        inner.read(body, completion: timed("read", completion))
+        inner.read(body, completion: timed(Op.read, completion))
     }
 
     func events(after cursor: UInt64, limit: Int, accountID: String?,
                 completion: @escaping @Sendable (Result<[EventRecord], BillingError>) -> Void) {
-        inner.events(after: cursor, limit: limit, accountID: accountID, completion: timed("list_events", completion))
+        inner.events(after: cursor, limit: limit, accountID: accountID, completion: timed(Op.listEvents, completion))
     }
 
     func setEventListener(_ listener: @escaping @Sendable () -> Void) { inner.setEventListener(listener) }

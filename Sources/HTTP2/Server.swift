@@ -17,6 +17,8 @@ public struct ServerConfiguration: Sendable {
     public var maxConnections = 10_000
     /// Calls dispatched and not yet answered; more answer RESOURCE_EXHAUSTED OVERLOADED.
     public var maxInFlight = 10_000
+    /// Whether handlers' `note`s are kept for the call record (only the per-call log line reads them).
+    public var keepsCallNotes = true
     /// Request bytes one connection may hold in unfinished messages, over all its streams; the stream
     /// that crosses it is answered RESOURCE_EXHAUSTED OVERLOADED.
     public var maxConnectionBufferBytes = 64 << 20
@@ -205,6 +207,7 @@ public final class Server: Sendable {
 
     public init(configuration: ServerConfiguration, router: Router,
                 observer: (@Sendable (CallRecord) -> Void)? = nil) throws(SocketError) {
+        csystem_tune_malloc()
         shared = ServerShared(configuration: configuration, router: router, observer: observer)
         var loops: [EventLoop] = []
         for i in 0..<max(1, configuration.threads) { loops.append(try EventLoop(name: "loop-\(i)")) }

@@ -8,7 +8,7 @@ import Synchronization
 /// One accepted connection: socket, optional TLS, one nghttp2 server session, its streams.
 ///
 /// Confined to its event loop; other threads only hand answers back through `loop.execute`.
-final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
+final class ServerConnection: EventHandler, DeferredFlush, ResponseSink, @unchecked Sendable {
     // Sendable: every field is touched on `loop` only; closures that cross threads
     // capture the connection solely to call `loop.execute { ... }` with it.
     let fd: Int32
@@ -18,6 +18,15 @@ final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
     private var session: OpaquePointer?
     private var tls: TLSSession?
     private var streams: [Int32: ServerStream] = [:]
+    /// The stream the last lookup found: nghttp2 calls back for one stream many times in a row
+    /// (begin, each header, end of headers, the answer), so most lookups skip the dictionary's hashing.
+    private var lastStream: ServerStream?
+    /// Closed unary streams kept for the next ones (no allocation per call once warm).
+    private var spareStreams: [ServerStream] = []
+    static let maxSpareStreams = 64
+    /// The route of the last `:path` routed on this connection (one method called again and again).
+    private var routedPath: String?
+    private var routed: Router.Route?
     private var pending: [UInt8] = []
     private var pendingOffset = 0
     /// Request bytes held in unfinished messages over all streams (`maxConnectionBufferBytes`).
@@ -30,6 +39,8 @@ final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
     /// The last `:path` seen and its String: a connection usually calls one method again and again.
     private var lastPath: [UInt8] = []
     private var lastPathString = ""
+    /// The metadata fields seen last on this connection, as bytes and as the Strings handed to calls.
+    private var recentMetadata: [(nameBytes: [UInt8], valueBytes: [UInt8], name: String, value: String, varies: Bool)] = []
     /// The client certificate's subject, once a mutual-TLS handshake verified it.
     private(set) var peerSubject: String?
     private(set) var closed = false
@@ -211,6 +222,7 @@ final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
         guard !closed, !discarding else { return }
         for stream in streams.values { abandon(stream) }
         streams.removeAll()
+        lastStream = nil
         tls?.shutdown()
         tls = nil  // what still arrives is dropped unread, encrypted or not
         Glibc.shutdown(fd, Int32(SHUT_WR))
@@ -378,6 +390,7 @@ final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
         closed = true
         for stream in streams.values { abandon(stream) }
         streams.removeAll()
+        lastStream = nil
         if let session { nghttp2_session_del(session) }
         session = nil
         tls?.shutdown()
@@ -446,12 +459,28 @@ final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
     // MARK: nghttp2 events (called from the file-private callbacks)
 
     fileprivate func beginHeaders(streamID: Int32) {
-        let stream = ServerStream(id: streamID, maxMessageBytes: shared.configuration.maxMessageBytes)
+        let stream: ServerStream
+        if let spare = spareStreams.popLast() {
+            spare.reuse(id: streamID, maxMessageBytes: shared.configuration.maxMessageBytes)
+            stream = spare
+        } else {
+            stream = ServerStream(id: streamID, maxMessageBytes: shared.configuration.maxMessageBytes)
+        }
         streams[streamID] = stream
+        lastStream = stream
+    }
+
+    /// The open stream `id`, or nil.
+    @inline(__always)
+    private func stream(_ id: Int32) -> ServerStream? {
+        if let last = lastStream, last.id == id { return last }
+        let found = streams[id]
+        if found != nil { lastStream = found }
+        return found
     }
 
     fileprivate func header(streamID: Int32, name: UnsafeBufferPointer<UInt8>, value rawValue: UnsafeBufferPointer<UInt8>) -> Bool {
-        guard let stream = streams[streamID] else { return true }
+        guard let stream = stream(streamID) else { return true }
         stream.headerBytes += name.count + rawValue.count + 32
         if stream.headerBytes > shared.configuration.maxHeaderListBytes {
             // Answered with RESOURCE_EXHAUSTED once the block ends; what was kept is dropped now.
@@ -484,14 +513,34 @@ final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
                     || same(name, Literal.grpcAcceptEncoding) || same(name, Literal.acceptEncoding) {
             return true
         } else {
-            stream.metadata.append((String(decoding: name, as: UTF8.self), String(decoding: value, as: UTF8.self)))
+            stream.metadata.append(metadataStrings(name, value))
         }
         return true
     }
 
+    /// The Strings of a metadata field. A connection's calls repeat the same few fields (content-length,
+    /// authorization, custom metadata): the first 8 names are kept with their value and reused byte for
+    /// byte; a name whose value changes keeps only its name String (no copy of values that differ per call).
+    private func metadataStrings(_ name: UnsafeBufferPointer<UInt8>, _ value: UnsafeBufferPointer<UInt8>) -> (name: String, value: String) {
+        for i in recentMetadata.indices where same(name, recentMetadata[i].nameBytes) {
+            if !recentMetadata[i].varies {
+                if same(value, recentMetadata[i].valueBytes) { return (recentMetadata[i].name, recentMetadata[i].value) }
+                recentMetadata[i].varies = true
+                recentMetadata[i].valueBytes = []
+                recentMetadata[i].value = ""
+            }
+            return (recentMetadata[i].name, String(decoding: value, as: UTF8.self))
+        }
+        let field = (name: String(decoding: name, as: UTF8.self), value: String(decoding: value, as: UTF8.self))
+        if recentMetadata.count < 8 && name.count + value.count <= 256 {
+            recentMetadata.append((Array(name), Array(value), field.name, field.value, false))
+        }
+        return field
+    }
+
     /// The request's headers are complete: check them, and dispatch if the body is empty.
     fileprivate func headersComplete(streamID: Int32, endStream: Bool) {
-        guard let stream = streams[streamID] else { return }
+        guard let stream = stream(streamID) else { return }
         stream.startedAt = Monotonic.now()
         // A request body that never ends must not hold the stream forever: the sweep ends it at the cap.
         let cap = shared.configuration.maxDeadlineNanoseconds
@@ -515,10 +564,18 @@ final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
             return
         }
         let router = shared.router
-        stream.knownMethod = router.knows(path: stream.path)
+        let route: Router.Route?
+        if let path = routedPath, path == stream.path {
+            route = routed
+        } else {
+            route = router.resolve(path: stream.path)
+            routedPath = stream.path
+            routed = route
+        }
+        stream.knownMethod = route != nil
         if router.authenticates {
             // Before anything per method, unknown methods included: their names are the peer's to choose.
-            let cancellation = Cancellation()
+            let cancellation = Cancellation(keepsNotes: shared.configuration.keepsCallNotes)
             stream.cancellation = cancellation
             let method = stream.path.hasPrefix("/") ? String(stream.path.dropFirst()) : stream.path
             let context = CallContext(method: method, metadata: stream.metadata, peer: peer,
@@ -528,7 +585,7 @@ final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
                 return
             }
         }
-        if let (method, bidi) = router.bidiRoute(forPath: stream.path) {
+        if case .bidi(let method, let bidi) = route {
             stream.bidiHandler = bidi
             stream.methodName = method
             stream.handler = { _, _, _ in }  // routed; answers go through the stream writer
@@ -537,14 +594,14 @@ final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
             if endStream { requestEnded(streamID: stream.id) }
             return
         }
-        if let (method, streaming) = router.streamingRoute(forPath: stream.path) {
+        if case .serverStreaming(let method, let streaming) = route {
             stream.streamingHandler = streaming
             stream.methodName = method
             stream.handler = { _, _, _ in }  // marks the stream routed; dispatch takes the streaming path
             if endStream { dispatch(stream) }
             return
         }
-        guard let (method, handler) = router.route(forPath: stream.path) else {
+        guard case .unary(let method, let handler) = route else {
             let method = stream.path.hasPrefix("/") ? String(stream.path.dropFirst()) : stream.path
             fail(stream, .unimplemented(method))
             return
@@ -560,7 +617,7 @@ final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
     }
 
     fileprivate func data(streamID: Int32, bytes: UnsafeRawBufferPointer) {
-        if let stream = streams[streamID], stream.bidiHandler != nil {
+        if let stream = stream(streamID), stream.bidiHandler != nil {
             guard !stream.streamFinished, let receiver = stream.receiver else { return }
             if let error = stream.streamDeframer?.append(bytes, { receiver.onMessage($0) }) {
                 stream.cancellation?.cancel()
@@ -571,7 +628,7 @@ final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
             account(stream, stream.streamDeframer?.bufferedBytes ?? 0)
             return
         }
-        guard let stream = streams[streamID], stream.handler != nil, !stream.responded, !stream.dispatched else { return }
+        guard let stream = stream(streamID), stream.handler != nil, !stream.responded, !stream.dispatched else { return }
         if let error = stream.deframer.append(bytes) {
             fail(stream, error)
             releaseBuffer(stream)
@@ -610,7 +667,7 @@ final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
     }
 
     fileprivate func requestEnded(streamID: Int32) {
-        guard let stream = streams[streamID] else { return }
+        guard let stream = stream(streamID) else { return }
         stream.remoteClosed = true
         if stream.bidiHandler != nil {
             if stream.streamDeframer?.isAtBoundary == false {
@@ -624,20 +681,26 @@ final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
     }
 
     fileprivate func streamClosed(streamID: Int32) {
+        if lastStream?.id == streamID { lastStream = nil }
         guard let stream = streams.removeValue(forKey: streamID) else { return }
         abandon(stream)
+        if stream.reusable && spareStreams.count < Self.maxSpareStreams {
+            // Drop what the call held now (answer, handler, cancellation), not when the stream is reused.
+            stream.reuse(id: 0, maxMessageBytes: 0)
+            spareStreams.append(stream)
+        }
         if draining && streams.isEmpty { scheduleFlush() }
     }
 
     /// After our END_STREAM, a client still sending learns it may stop.
     fileprivate func sentEndStream(streamID: Int32) {
-        guard let stream = streams[streamID], !stream.remoteClosed, let session else { return }
+        guard let stream = stream(streamID), !stream.remoteClosed, let session else { return }
         nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), streamID, UInt32(NGHTTP2_NO_ERROR.rawValue))
     }
 
     fileprivate func readBody(streamID: Int32, into buffer: UnsafeMutablePointer<UInt8>, length: Int,
                               flags: UnsafeMutablePointer<UInt32>) -> Int {
-        guard let stream = streams[streamID], let session else {
+        guard let stream = stream(streamID), let session else {
             return Int(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue)
         }
         let n = min(length, stream.body.count - stream.bodyOffset)
@@ -679,14 +742,14 @@ final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
         }
         stream.dispatched = true
         stream.capDeadline = 0
-        let cancellation = stream.cancellation ?? Cancellation()
+        let cancellation = stream.cancellation ?? Cancellation(keepsNotes: shared.configuration.keepsCallNotes)
         stream.cancellation = cancellation
         var deadline: ContinuousClock.Instant?
         let id = stream.id
         if !stream.timeout.isEmpty, let nanos = GRPCHeaders.parseTimeout(stream.timeout) {
             deadline = ContinuousClock.now.advanced(by: .nanoseconds(nanos))
             stream.timerID = loop.schedule(afterNanoseconds: nanos) { [self] in
-                guard self.streams[id] != nil else { return }
+                guard self.stream(id) != nil else { return }
                 cancellation.cancel()
                 self.streamEvent(streamID: id, .finish(.deadlineExceeded))
             }
@@ -724,7 +787,7 @@ final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
             return
         }
         stream.dispatched = true
-        let cancellation = stream.cancellation ?? Cancellation()
+        let cancellation = stream.cancellation ?? Cancellation(keepsNotes: shared.configuration.keepsCallNotes)
         stream.cancellation = cancellation
         var deadline: ContinuousClock.Instant?
         let cap: Int64? = config.maxDeadlineNanoseconds > 0 ? config.maxDeadlineNanoseconds : nil
@@ -748,7 +811,7 @@ final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
             deadline = ContinuousClock.now.advanced(by: .nanoseconds(nanos))
             let id = stream.id
             stream.timerID = loop.schedule(afterNanoseconds: nanos) { [self] in
-                guard let s = self.streams[id] else { return }
+                guard let s = self.stream(id) else { return }
                 s.timerID = nil
                 if s.streamingHandler != nil {
                     cancellation.cancel()
@@ -775,19 +838,21 @@ final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
             streaming(context, message, writer)
             return
         }
-        let responder = Responder { [self] result in
-            // Answered on this loop (Health, cached reads): submit now; nghttp2 allows it inside callbacks.
-            if self.loop.inEventLoop {
-                self.complete(streamID: id, result)
-            } else {
-                self.loop.execute { self.complete(streamID: id, result) }
-            }
+        handler(context, message, Responder(sink: self, id: id))
+    }
+
+    /// A unary call's answer (`ResponseSink`), from any thread.
+    func deliver(id: Int32, _ result: Result<[UInt8], RPCError>) {
+        // Answered on this loop (Health, cached reads): submit now; nghttp2 allows it inside callbacks.
+        if loop.inEventLoop {
+            complete(streamID: id, result)
+        } else {
+            loop.execute { self.complete(streamID: id, result) }
         }
-        handler(context, message, responder)
     }
 
     private func complete(streamID: Int32, _ result: Result<[UInt8], RPCError>) {
-        guard !closed, let stream = streams[streamID], !stream.responded else { return }
+        guard !closed, let stream = stream(streamID), !stream.responded else { return }
         if let timer = stream.timerID {
             loop.cancelTimer(timer)
             stream.timerID = nil
@@ -808,7 +873,7 @@ final class ServerConnection: EventHandler, DeferredFlush, @unchecked Sendable {
 
     /// A server-streaming call's message or end, on the loop.
     private func streamEvent(streamID: Int32, _ event: StreamWriter.Event) {
-        guard !closed, let session, let stream = streams[streamID], !stream.streamFinished else { return }
+        guard !closed, let session, let stream = stream(streamID), !stream.streamFinished else { return }
         switch event {
         case .message(let framed):
             if stream.bodyOffset == stream.body.count {

@@ -3,7 +3,7 @@ import RPC
 
 /// One request stream of a server connection; touched on its loop only.
 final class ServerStream {
-    let id: Int32
+    private(set) var id: Int32
     var method = ""
     var path = ""
     var contentType = ""
@@ -53,5 +53,42 @@ final class ServerStream {
     init(id: Int32, maxMessageBytes: Int) {
         self.id = id
         self.deframer = MessageDeframer(maxMessageBytes: maxMessageBytes)
+    }
+
+    /// Whether a closed stream may be kept for the connection's next one: unary calls only (a streaming
+    /// call's writer or receiver may still be held elsewhere).
+    var reusable: Bool {
+        streamingHandler == nil && bidiHandler == nil && writer == nil && receiver == nil && streamDeframer == nil
+    }
+
+    /// Makes a closed stream new again for stream `id` (what `init` would give).
+    func reuse(id: Int32, maxMessageBytes: Int) {
+        self.id = id
+        method = ""
+        path = ""
+        contentType = ""
+        timeout = ""
+        if !metadata.isEmpty { metadata = [] }
+        headerBytes = 0
+        headerListTooLarge = false
+        handler = nil
+        headersSent = false
+        deferred = false
+        streamFinished = false
+        finishError = nil
+        deframer = MessageDeframer(maxMessageBytes: maxMessageBytes)
+        bufferedBytes = 0
+        remoteClosed = false
+        dispatched = false
+        responded = false
+        timerID = nil
+        capDeadline = 0
+        cancellation = nil
+        startedAt = 0
+        methodName = ""
+        knownMethod = false
+        requestNumber = 0
+        body = []
+        bodyOffset = 0
     }
 }

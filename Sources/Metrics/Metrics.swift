@@ -127,6 +127,12 @@ public final class Histogram: MetricFamily {
         var counts: [UInt64]
         var sum: Double = 0
         var count: UInt64 = 0
+
+        mutating func add(_ index: Int, _ value: Double) {
+            counts[index] += 1
+            sum += value
+            count += 1
+        }
     }
     private let series_ = Mutex<[[String]: Series]>([:])
 
@@ -139,12 +145,10 @@ public final class Histogram: MetricFamily {
 
     public func observe(_ value: Double, _ labelValues: [String] = []) {
         let index = buckets.firstIndex { value <= $0 } ?? buckets.count
+        let size = buckets.count + 1
         series_.withLock { all in
-            var s = all[labelValues] ?? Series(counts: Array(repeating: 0, count: buckets.count + 1))
-            s.counts[index] += 1
-            s.sum += value
-            s.count += 1
-            all[labelValues] = s
+            // In place: a copy taken out of the dictionary would copy the counts on every observation.
+            all[labelValues, default: Series(counts: Array(repeating: 0, count: size))].add(index, value)
         }
     }
 

@@ -6,11 +6,16 @@ public import ProtoWire
 public final class Cancellation: Sendable {
     private let flag = Atomic<Bool>(false)
     private let notes = Mutex<[(String, String)]>([])
-    public init() {}
+    private let keepsNotes: Bool
+    /// `keepsNotes: false` when nothing reads the notes (no per-call log line): `note` then does nothing.
+    public init(keepsNotes: Bool = true) { self.keepsNotes = keepsNotes }
     public var isCancelled: Bool { flag.load(ordering: .acquiring) }
     public func cancel() { flag.store(true, ordering: .releasing) }
     /// Adds a fact for the log line (`order_id`, `account_id`); never secrets.
-    public func note(_ key: String, _ value: String) { notes.withLock { $0.append((key, value)) } }
+    public func note(_ key: String, _ value: String) {
+        guard keepsNotes else { return }
+        notes.withLock { $0.append((key, value)) }
+    }
     public var noted: [(String, String)] { notes.withLock { $0 } }
 }
 
@@ -70,15 +75,37 @@ public struct RequestID: Sendable, CustomStringConvertible {
     public var description: String { prefix + "-" + String(number, radix: 16) }
 }
 
+/// Where a transport takes the answers of its unary calls, by call id.
+public protocol ResponseSink: AnyObject, Sendable {
+    func deliver(id: Int32, _ result: Result<[UInt8], RPCError>)
+}
+
 /// The single answer to a unary call, handed to the transport once.
 ///
 /// A handler may call `succeed` or `fail` from any thread; later calls are ignored.
 public final class Responder: Sendable {
     public typealias Deliver = @Sendable (Result<[UInt8], RPCError>) -> Void
     private let answered = Atomic<Bool>(false)
-    private let deliver: Deliver
+    private let closure: Deliver?
+    private let sink: (any ResponseSink)?
+    private let id: Int32
 
-    public init(_ deliver: @escaping Deliver) { self.deliver = deliver }
+    public init(_ deliver: @escaping Deliver) {
+        closure = deliver
+        sink = nil
+        id = 0
+    }
+
+    /// Answers go to `sink` for call `id`: no closure context to allocate per call.
+    public init(sink: any ResponseSink, id: Int32) {
+        closure = nil
+        self.sink = sink
+        self.id = id
+    }
+
+    private func deliver(_ result: Result<[UInt8], RPCError>) {
+        if let sink { sink.deliver(id: id, result) } else { closure?(result) }
+    }
 
     /// Answers OK with an already length-prefixed message.
     public func succeed(framed: [UInt8]) {
@@ -253,6 +280,22 @@ public struct Router: Sendable {
 
     /// Whether `path` names a registered method (unknown methods share one metric label).
     public func knows(path: String) -> Bool { handlers[path] != nil || streaming[path] != nil || bidi[path] != nil }
+
+    /// What a `:path` is routed to: the method name and its handler, of one of the three kinds.
+    public enum Route: Sendable {
+        case unary(method: String, handler: UnaryHandler)
+        case serverStreaming(method: String, handler: ServerStreamingHandler)
+        case bidi(method: String, handler: BidiStreamingHandler)
+    }
+
+    /// The route of an HTTP/2 `:path` (bidirectional, then server-streaming, then unary), or nil.
+    /// A transport may keep the answer for a path: the router is read-only once serving.
+    public func resolve(path: String) -> Route? {
+        if let (method, handler) = bidi[path] { return .bidi(method: method, handler: handler) }
+        if let (method, handler) = streaming[path] { return .serverStreaming(method: method, handler: handler) }
+        if let (method, handler) = handlers[path] { return .unary(method: method, handler: handler) }
+        return nil
+    }
 
     /// The method name and handler for an HTTP/2 `:path`, or nil.
     public func route(forPath path: String) -> (method: String, handler: UnaryHandler)? { handlers[path] }
