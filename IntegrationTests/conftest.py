@@ -68,6 +68,9 @@ class Billingd:
                     return
             except OSError:
                 time.sleep(0.02)
+        # Never leave a process behind: the caller gets no object to stop.
+        self.proc.kill()
+        self.proc.wait()
         raise RuntimeError("billingd did not start listening within 15 s")
 
     def channel(self):

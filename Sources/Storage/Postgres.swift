@@ -29,7 +29,10 @@ final class PGConnection {
         if isOpen { return }
         close()
         let separator = url.contains("?") ? "&" : "?"
-        let target = url + separator + "connect_timeout=2&application_name=billingd&keepalives=1&keepalives_idle=10"
+        // tcp_user_timeout: a PostgreSQL cut off without a reset (packets dropped) fails the connection after
+        // 10 s of unacknowledged data instead of hanging a pool thread until TCP gives up (minutes).
+        let target = url + separator
+            + "connect_timeout=2&application_name=billingd&keepalives=1&keepalives_idle=10&keepalives_interval=5&keepalives_count=3&tcp_user_timeout=10000"
         let c = PQconnectdb(target)
         guard let c, PQstatus(c) == CONNECTION_OK else {
             let message = c.map { String(cString: PQerrorMessage($0)) } ?? "out of memory"
