@@ -21,7 +21,7 @@ public enum NotificationRules {
 
     /// Applies one verified notification exactly once (by UUID) and records it.
     public static func apply(_ ledger: some PurchaseLedger, _ n: VerifiedNotification, nowMs: Int64,
-                             catalog: Catalog?) throws(BillingError) -> NotificationResult {
+                             catalog: Catalog?, policy: PurchaseEngine.Policy = PurchaseEngine.Policy()) throws(BillingError) -> NotificationResult {
         // Notifications of one subscription, through any replica, apply one after the other: without this,
         // two of them read the renewal state or entitlement before either committed, and the later commit
         // overwrote the other's change (auto-renew or an expiry lost under a storm on PostgreSQL).
@@ -69,7 +69,8 @@ public enum NotificationRules {
                order.productID == t.productID {
                 // Paid even if the app never reported it, under SubmitReceipt's rules and unique key; a refund
                 // already known for it then refunds the order at once.
-                let outcome = try PurchaseRules.complete(ledger, orderID: order.id, candidates: [t], check: payable,
+                let check: (Order, StoreTransaction) -> BillingError? = { order, t in payable(order, t, policy) }
+                let outcome = try PurchaseRules.complete(ledger, orderID: order.id, candidates: [t], check: check,
                                                          context: context, refreshEntitlement: false)
                 if case .success(let done) = outcome {
                     completed = true
@@ -99,11 +100,12 @@ public enum NotificationRules {
         return result
     }
 
-    /// A notification pays an order whose product and quantity it matches; revocation is settled afterwards.
-    static let payable: @Sendable (Order, StoreTransaction) -> BillingError? = { order, t in
-        if t.productID != order.productID { return .productMismatch(orderProduct: order.productID, proofProduct: t.productID) }
-        if t.quantity != order.quantity { return .quantityMismatch(orderQuantity: order.quantity, proofQuantity: t.quantity) }
-        return nil
+    /// A notification pays an order under SubmitReceipt's rules (product, quantity and, with
+    /// `--reject-stale-purchases`, the purchase date); a revocation is settled afterwards instead of refusing.
+    static func payable(_ order: Order, _ t: StoreTransaction, _ policy: PurchaseEngine.Policy) -> BillingError? {
+        var unrevoked = t
+        unrevoked.revocationTimeMs = 0
+        return PurchaseEngine.check(order, unrevoked, policy: policy, signed: false)
     }
 
     /// Renewal info: the newest signedDate wins for auto-renew and the grace period.

@@ -92,9 +92,10 @@ extension OrderStore {
 
     /// Applies one verified App Store notification, exactly once by its UUID.
     public func apply(_ notification: VerifiedNotification, nowMs: Int64, catalog: Catalog?,
+                      policy: PurchaseEngine.Policy = PurchaseEngine.Policy(),
                       completion: @escaping @Sendable (Result<NotificationResult, BillingError>) -> Void) {
         write(abandoned: { false }, { ledger throws(BillingError) in
-            .success(try NotificationRules.apply(ledger, notification, nowMs: nowMs, catalog: catalog))
+            .success(try NotificationRules.apply(ledger, notification, nowMs: nowMs, catalog: catalog, policy: policy))
         }, completion: completion)
     }
 

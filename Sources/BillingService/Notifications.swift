@@ -29,11 +29,14 @@ public final class NotificationProcessor: Sendable {
     private let accepted: Set<AppStoreEnvironment>
     private let store: any OrderStore
     private let catalog: Catalog?
+    private let policy: PurchaseEngine.Policy
     private let clock: any WallClock
 
     /// `settings` are the proof verifier's (roots, bundle ids, app id); every environment is verified so that
     /// one not in `settings.environments` can be answered 200 and recorded as ignored.
-    public init(settings: VerifierSettings, store: any OrderStore, catalog: Catalog?, clock: any WallClock = SystemClock()) {
+    public init(settings: VerifierSettings, store: any OrderStore, catalog: Catalog?,
+                policy: PurchaseEngine.Policy = PurchaseEngine.Policy(), clock: any WallClock = SystemClock()) {
+        self.policy = policy
         accepted = settings.environments
         var all = settings
         all.environments = [.production, .sandbox, .xcode, .localTesting]
@@ -54,7 +57,7 @@ public final class NotificationProcessor: Sendable {
             verified = n
         }
         let read = summary
-        store.apply(verified, nowMs: clock.nowMilliseconds(), catalog: catalog) { result in
+        store.apply(verified, nowMs: clock.nowMilliseconds(), catalog: catalog, policy: policy) { result in
             switch result {
             case .success(let r): completion(.done(r), read)
             case .failure(let e): completion(.unavailable(detail: e.description), read)

@@ -161,7 +161,9 @@ public final class App: Sendable {
         }
         self.service = service
         if let listen = configuration.notificationsListen {
-            let processor = verifierSettings.map { NotificationProcessor(settings: $0, store: store, catalog: catalog) }
+            let processor = verifierSettings.map {
+                NotificationProcessor(settings: $0, store: store, catalog: catalog, policy: engine.policy)
+            }
             if processor == nil {
                 logger.log(.warning, "no --bundle-id or --trust-root: the notifications endpoint refuses every notification")
             }

@@ -13,12 +13,13 @@ struct AfterSale {
     let processor: NotificationProcessor
     let clock = ManualClock(milliseconds: Shop.now)
 
-    init(_ backend: Backend, environments: Set<AppStoreEnvironment> = [.xcode, .sandbox]) {
+    init(_ backend: Backend, environments: Set<AppStoreEnvironment> = [.xcode, .sandbox],
+         policy: PurchaseEngine.Policy = PurchaseEngine.Policy()) {
         h = Harness(backend)
         processor = NotificationProcessor(
             settings: VerifierSettings(anchors: TrustAnchors(roots: [Shop.store.root]), bundleIDs: [Shop.bundle],
                                        environments: environments, now: { Shop.now }),
-            store: h.store, catalog: nil, clock: clock)
+            store: h.store, catalog: nil, policy: policy, clock: clock)
     }
 
     static let monthly = "com.example.pro.monthly"
@@ -352,6 +353,21 @@ struct AfterSaleTests {
         #expect(a.entitlements("lee").first?.revocationTimeMs == Shop.now + 30 * day)
         #expect(a.events(account: "lee").last?.kind == .entitlementRevoked)
         #expect(a.entitlements("kim").isEmpty)
+    }
+
+    @Test("with --reject-stale-purchases a purchase notification does not pay an order opened after the purchase", arguments: Backend.all)
+    func stalePurchaseNotification(_ backend: Backend) throws {
+        let a = AfterSale(backend, policy: PurchaseEngine.Policy(rejectStalePurchases: true))
+        defer { a.h.store.close() }
+        let order = a.h.order("nia")
+        // Bought a day before the order existed (far beyond the 300 s allowance).
+        let old = AfterSale.tx("st1", token: order.id, purchase: order.createTimeMs - 86_400_000)
+        #expect(a.notify(AfterSale.note("ONE_TIME_CHARGE", signed: Shop.now, tx: old)) == .done(.applied))
+        #expect(a.h.get(order.id).state == .pending)
+        // A fresh purchase still pays it.
+        let fresh = AfterSale.tx("st2", token: order.id, purchase: order.createTimeMs + 1000)
+        #expect(a.notify(AfterSale.note("ONE_TIME_CHARGE", signed: Shop.now + 1, tx: fresh)) == .done(.applied))
+        #expect(a.h.get(order.id).transactionID == "st2")
     }
 
     @Test("event cursors increase in commit order, one commit's events consecutive; paging by account", arguments: Backend.all)
