@@ -92,15 +92,24 @@ final class H2Connection: @unchecked Sendable {
     }
 
     /// Writes what nghttp2 has queued; false when the peer is gone or does not read.
+    /// nghttp2 hands out one frame at a time: frames are gathered (up to 64 KiB) and written together, one
+    /// system call for the answers of many streams instead of one per frame.
     private func flush() -> Bool {
         guard let session else { return false }
+        var pending: [UInt8] = []
+        func write() -> Bool {
+            guard !pending.isEmpty else { return true }
+            let deadline = Monotonic.now() &+ handlers.timeoutNanoseconds
+            defer { pending.removeAll(keepingCapacity: true) }
+            return pending.withUnsafeBytes { conduit.sendAll($0, deadline: deadline) }
+        }
         while true {
             var data: UnsafePointer<UInt8>?
             let n = nghttp2_session_mem_send(session, &data)
             if n < 0 { return false }
-            if n == 0 { return true }
-            let deadline = Monotonic.now() &+ handlers.timeoutNanoseconds
-            if !conduit.sendAll(UnsafeRawBufferPointer(start: data, count: n), deadline: deadline) { return false }
+            if n == 0 { return write() }
+            pending.append(contentsOf: UnsafeBufferPointer(start: data, count: n))
+            if pending.count >= 64 << 10 && !write() { return false }
         }
     }
 
@@ -182,9 +191,16 @@ final class H2Connection: @unchecked Sendable {
         stream.body = []
         let wake = wakeFD
         handlers.handler(request) { [self] response in
-            self.answers.withLock { $0.append((id, response)) }
-            var one: UInt64 = 1
-            _ = write(wake, &one, 8)
+            // Only the first answer since the loop last took them wakes it: a group commit answering many
+            // streams at once costs one eventfd write, not one each.
+            let first = self.answers.withLock { a -> Bool in
+                a.append((id, response))
+                return a.count == 1
+            }
+            if first {
+                var one: UInt64 = 1
+                _ = write(wake, &one, 8)
+            }
         }
     }
 
