@@ -80,20 +80,10 @@ public struct GetEntitlementsRequest: ProtoMessage, Equatable {
     public func encode(to w: inout ProtoWriter) { w.string(1, accountID); w.bool(2, includeInactive) }
 }
 
-/// billing.v1.GetEntitlementsResponse (the same shape as RestorePurchasesResponse).
-public struct GetEntitlementsResponse: ProtoMessage, Equatable {
+/// billing.v1.GetEntitlementsResponse.
+public struct GetEntitlementsResponse: EntitlementList, Equatable {
     public var entitlements: [Entitlement] = []
-
     public init() {}
-
-    public mutating func decodeFields(from r: inout ProtoReader) throws(WireError) {
-        var wrapped = RestorePurchasesResponse()
-        try wrapped.decodeFields(from: &r)
-        entitlements = wrapped.entitlements
-    }
-
-    public var encodedSize: Int { entitlements.reduce(0) { $0 + ProtoSize.message(1, $1) } }
-    public func encode(to w: inout ProtoWriter) { for e in entitlements { w.message(1, e) } }
 }
 
 /// billing.v1.ListEventsRequest.

@@ -199,12 +199,12 @@ public struct RestorePurchasesRequest: ProtoMessage, Equatable {
     }
 }
 
-/// billing.v1.RestorePurchasesResponse.
-public struct RestorePurchasesResponse: ProtoMessage, Equatable {
-    public var entitlements: [Entitlement] = []
+/// A response that is a list of entitlements in field 1 (RestorePurchases and GetEntitlements answers).
+public protocol EntitlementList: ProtoMessage {
+    var entitlements: [Entitlement] { get set }
+}
 
-    public init() {}
-
+extension EntitlementList {
     public mutating func decodeFields(from r: inout ProtoReader) throws(WireError) {
         while let (field, wt) = try r.nextTag() {
             if field == 1 {
@@ -215,7 +215,12 @@ public struct RestorePurchasesResponse: ProtoMessage, Equatable {
             }
         }
     }
-
     public var encodedSize: Int { entitlements.reduce(0) { $0 + ProtoSize.message(1, $1) } }
     public func encode(to w: inout ProtoWriter) { for e in entitlements { w.message(1, e) } }
+}
+
+/// billing.v1.RestorePurchasesResponse.
+public struct RestorePurchasesResponse: EntitlementList, Equatable {
+    public var entitlements: [Entitlement] = []
+    public init() {}
 }
