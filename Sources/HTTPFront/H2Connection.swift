@@ -42,7 +42,6 @@ final class H2Connection: @unchecked Sendable {
         nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks, h2FrameRecv)
         nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks, h2DataChunk)
         nghttp2_session_callbacks_set_on_stream_close_callback(callbacks, h2StreamClose)
-        nghttp2_session_callbacks_set_on_frame_send_callback(callbacks, h2FrameSend)
         nghttp2_session_server_new(&session, callbacks, Unmanaged.passUnretained(self).toOpaque())
         nghttp2_session_callbacks_del(callbacks)
         guard let session else { return }
@@ -171,8 +170,23 @@ final class H2Connection: @unchecked Sendable {
         if endStream { requestEnded(id) }
     }
 
+    /// How much of a request body answered early is read and dropped before the client is told to stop.
+    static let discardLimit = 1 << 20
+
     fileprivate func data(_ id: Int32, _ bytes: UnsafeRawBufferPointer) {
-        guard let stream = streams[id], !stream.responded else { return }
+        guard let session, let stream = streams[id] else { return }
+        if stream.responded {
+            // Answered early (413, 415...): what still comes is read and dropped, so a client still sending
+            // gets its request to the end and reads the answer (curl 7.88 reports a reset, even NO_ERROR, as
+            // a failed transfer). Past `discardLimit` it is told to stop with RST_STREAM NO_ERROR instead.
+            guard !stream.requestDone else { return }
+            stream.discarded += bytes.count
+            if stream.discarded > Self.discardLimit {
+                stream.requestDone = true
+                nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), id, UInt32(NGHTTP2_NO_ERROR.rawValue))
+            }
+            return
+        }
         if stream.body.count + bytes.count > handlers.configuration.maxBodyBytes {
             stream.body = []
             respond(id, .tooLarge)
@@ -209,13 +223,6 @@ final class H2Connection: @unchecked Sendable {
         if streams.isEmpty { idleSince = Monotonic.now() }
     }
 
-    /// After our END_STREAM (an early 413), a client still sending learns it may stop.
-    fileprivate func sentEndStream(_ id: Int32) {
-        guard let session, let stream = streams[id], !stream.requestDone else { return }
-        stream.requestDone = true
-        nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), id, UInt32(NGHTTP2_NO_ERROR.rawValue))
-    }
-
     fileprivate func readBody(_ id: Int32, into buffer: UnsafeMutablePointer<UInt8>, length: Int, flags: UnsafeMutablePointer<UInt32>) -> Int {
         guard let stream = streams[id] else { return Int(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue) }
         let n = min(length, stream.responseBody.count - stream.responseOffset)
@@ -240,6 +247,8 @@ private final class H2Stream {
     var responded = false
     var responseBody: [UInt8] = []
     var responseOffset = 0
+    /// Body bytes read and dropped after an early answer.
+    var discarded = 0
 
     init(peer: String) { self.peer = peer }
 
@@ -286,16 +295,6 @@ private let h2DataChunk: nghttp2_on_data_chunk_recv_callback = { _, _, streamID,
 
 private let h2StreamClose: nghttp2_on_stream_close_callback = { _, streamID, _, userData in
     connection(userData).streamClosed(streamID)
-    return 0
-}
-
-private let h2FrameSend: nghttp2_on_frame_send_callback = { _, frame, userData in
-    guard let frame else { return 0 }
-    let type = UInt32(frame.pointee.hd.type)
-    if type == NGHTTP2_HEADERS.rawValue || type == NGHTTP2_DATA.rawValue,
-       frame.pointee.hd.flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0 {
-        connection(userData).sentEndStream(frame.pointee.hd.stream_id)
-    }
     return 0
 }
 
