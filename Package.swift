@@ -43,12 +43,13 @@ let package = Package(
         // Wrappers around C.
         .target(name: "Crypto", dependencies: ["COpenSSL"], exclude: ["README.md"], swiftSettings: strict),
         .target(name: "HTTP2", dependencies: ["CNGHTTP2", "COpenSSL", "CSystem", "RPC", "ProtoWire"], exclude: ["README.md"], swiftSettings: hotPath),
+        .target(name: "AppStoreAPI", dependencies: ["AppStore", "Crypto", "HTTP2"], exclude: ["README.md"], swiftSettings: strict),
         .target(name: "HTTPFront", dependencies: ["CMicroHTTPD", "CNGHTTP2", "COpenSSL", "CSystem", "HTTP2"], exclude: ["README.md"], swiftSettings: strict),
         .target(name: "Storage", dependencies: ["CSQLite", "CLibPQ", "Billing"], exclude: ["README.md"], swiftSettings: strict),
 
         .target(
             name: "Daemon",
-            dependencies: ["HTTP2", "HTTPFront", "RPC", "Billing", "BillingService", "Storage", "AppStore", "Crypto", "Metrics"],
+            dependencies: ["HTTP2", "HTTPFront", "RPC", "Billing", "BillingService", "Storage", "AppStore", "AppStoreAPI", "Crypto", "Metrics"],
             exclude: ["README.md"], swiftSettings: strict),
 
         // Executables.

@@ -1,7 +1,7 @@
 /// A small strict JSON reader for signed payloads: objects, arrays, strings (all escapes, surrogate
 /// pairs), numbers (integers kept exact in 64 bits), booleans, null. Depth and size are bounded.
 /// Faster than Foundation's JSONSerialization on Linux, which showed in SubmitReceipt profiles.
-enum JSONValue: Sendable, Equatable {
+package enum JSONValue: Sendable, Equatable {
     case string(String)
     case integer(Int64)
     case number(Double)
@@ -11,12 +11,12 @@ enum JSONValue: Sendable, Equatable {
     case object([String: JSONValue])
 }
 
-struct JSONReader {
-    struct Failure: Error {}
+package struct JSONReader {
+    package struct Failure: Error {}
 
     static let maxDepth = 32
 
-    static func parse(_ bytes: [UInt8]) throws(Failure) -> JSONValue {
+    package static func parse(_ bytes: [UInt8]) throws(Failure) -> JSONValue {
         try bytes.withUnsafeBufferPointer { (buf: UnsafeBufferPointer<UInt8>) throws(Failure) -> JSONValue in
             var r = JSONReader(buf: buf, i: 0)
             let v = try r.value(depth: 0)

@@ -57,11 +57,13 @@ public final class Client {
         init(body: [UInt8]) { self.body = body }
     }
 
-    /// Connects to `HOST:PORT`, with TLS (ALPN h2) when a context is given.
-    public init(address: String, tls context: TLSContext? = nil, serverName: String? = nil, timeoutSeconds: Int = 10) throws(SocketError) {
+    /// Connects to `HOST:PORT`, with TLS (ALPN h2) when a context is given. `authority` (default the address)
+    /// is what requests name as `:authority`.
+    public init(address: String, tls context: TLSContext? = nil, serverName: String? = nil, timeoutSeconds: Int = 10,
+                authority: String? = nil) throws(SocketError) {
         let resolved = try SocketAddress.resolve(address)
         fd = try Sockets.connect(resolved, timeoutSeconds: timeoutSeconds)
-        authority = address
+        self.authority = authority ?? address
         var tv = timeval()
         tv.tv_sec = timeoutSeconds
         _ = setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
@@ -131,6 +133,56 @@ public final class Client {
         guard id > 0 else { throw .protocolError("submit_request failed: \(id)") }
         calls[id] = call
         return id
+    }
+
+    /// A plain HTTP/2 request (`GET`, `POST`, `PUT`, ...) that must be answered by `deadline` (monotonic
+    /// nanoseconds): the answer's `httpStatus`, `headers` and `body`. Past the deadline the stream is reset and
+    /// the call throws `ETIMEDOUT`; the connection stays usable for later requests only if it answered.
+    public func request(_ method: String, path: String, headers: [(String, String)] = [], body: [UInt8] = [],
+                        deadline: UInt64) throws(SocketError) -> UnaryResponse {
+        guard let session else { throw .protocolError("session closed") }
+        var fields: [(String, String)] = [(":method", method), (":scheme", tls == nil ? "http" : "https"), (":path", path),
+                                          (":authority", authority)]
+        fields.append(contentsOf: headers)
+        if !body.isEmpty { fields.append(("content-length", String(body.count))) }
+        let list = HeaderList(fields)
+        let call = CallState(body: body)
+        let id: Int32
+        if body.isEmpty {
+            id = nghttp2_submit_request(session, nil, list.nva, list.count, nil, nil)
+        } else {
+            var provider = nghttp2_data_provider(source: nghttp2_data_source(ptr: nil), read_callback: clientReadBody)
+            id = nghttp2_submit_request(session, nil, list.nva, list.count, &provider, nil)
+        }
+        guard id > 0 else { throw .protocolError("submit_request failed: \(id)") }
+        calls[id] = call
+        while true {
+            try send()
+            if call.done { break }
+            if let failure { throw failure }
+            let now = Monotonic.now()
+            guard now < deadline else {
+                _ = try? reset(id)
+                calls[id] = nil
+                throw .system(call: "request", errno: ETIMEDOUT)
+            }
+            guard let session = self.session, nghttp2_session_want_read(session) != 0 || nghttp2_session_want_write(session) != 0 else {
+                throw .protocolError("connection ended by the server")
+            }
+            setReceiveTimeout(milliseconds: max(1, min(1000, Int((deadline - now) / 1_000_000))))
+            try receive(tolerateTimeout: true)
+        }
+        if let code = call.response.resetCode, call.response.httpStatus == 0 {
+            calls[id] = nil
+            throw .protocolError("stream reset (\(code))")
+        }
+        return finish(id)
+    }
+
+    /// False once the server ended the connection (GOAWAY or close): a new one is needed.
+    public var isUsable: Bool {
+        guard failure == nil, let session else { return false }
+        return nghttp2_session_want_read(session) != 0 || nghttp2_session_want_write(session) != 0
     }
 
     /// Sends and receives until `done` says stop.

@@ -1,0 +1,443 @@
+import AppStore
+import Crypto
+import Dispatch
+import Glibc
+import HTTP2
+import Synchronization
+
+/// The two App Store Server API environments.
+public enum AppStoreAPIEnvironment: String, Sendable, CaseIterable {
+    case production = "Production"
+    case sandbox = "Sandbox"
+}
+
+/// Where and how billingd calls the App Store Server API.
+public struct AppStoreAPIConfiguration: Sendable {
+    public var credentials: APIToken.Credentials
+    public var productionURL = "https://api.storekit.itunes.apple.com"
+    public var sandboxURL = "https://api.storekit-sandbox.itunes.apple.com"
+    /// CA bundle (PEM) to trust instead of the system's.
+    public var caPath: String?
+    /// One attempt's limit (connect, TLS, request and answer).
+    public var attemptTimeoutSeconds = 10
+    /// Attempts per call: 429, 5xx and transport failures are tried again, up to this many times in all.
+    public var maxAttempts = 4
+    /// The longest wait between attempts, whatever Retry-After says.
+    public var maxBackoffSeconds = 8
+    /// Calls in flight at once (one connection each); more wait up to one attempt's timeout, then fail.
+    public var maxInFlight = 8
+
+    public init(credentials: APIToken.Credentials) { self.credentials = credentials }
+
+    public func url(_ environment: AppStoreAPIEnvironment) -> String {
+        environment == .production ? productionURL : sandboxURL
+    }
+}
+
+/// Why a call to the App Store Server API gave no usable answer.
+public enum AppStoreAPIError: Error, Sendable, CustomStringConvertible {
+    /// Not reachable, too slow, 5xx or rate-limited after every attempt: APPSTORE_API_UNAVAILABLE.
+    case unavailable(String)
+    /// 404 with Apple's error code (4040010 transaction id not found, ...).
+    case notFound(code: Int64, message: String)
+    /// Another 4xx (401: the key id, issuer id, key or bundle id is wrong).
+    case rejected(status: Int, code: Int64, message: String)
+    /// A 2xx whose JSON is not what Apple documents.
+    case malformedAnswer(String)
+
+    public var description: String {
+        switch self {
+        case .unavailable(let m): "App Store Server API unavailable: \(m)"
+        case .notFound(let code, let m): "App Store Server API: not found (\(code)) \(m)"
+        case .rejected(let status, let code, let m): "App Store Server API refused the call: HTTP \(status) (\(code)) \(m)"
+        case .malformedAnswer(let m): "App Store Server API answer not understood: \(m)"
+        }
+    }
+}
+
+/// Observes every attempt (for metrics and logs): endpoint name, environment, HTTP status (0: no answer),
+/// seconds taken.
+public typealias AppStoreAPIObserver = @Sendable (_ endpoint: String, _ environment: AppStoreAPIEnvironment, _ status: Int,
+                                                  _ seconds: Double) -> Void
+
+/// The App Store Server API client: HTTP/2 over TLS on nghttp2 and OpenSSL (the server's certificate and
+/// host name verified), ES256 bearer tokens, retries of 429 and 5xx with Retry-After or bounded backoff, a
+/// bounded number of calls in flight, connections kept and reused per environment.
+///
+/// Calls block their thread: run them on a worker queue, never on an event loop. Signed items in answers
+/// are returned as they came; callers verify them like any proof before use.
+public final class AppStoreAPIClient: Sendable {
+    public let configuration: AppStoreAPIConfiguration
+    private let token: APIToken
+    private let tls: TLSContext
+    private let slots: DispatchSemaphore
+    private let pools: [AppStoreAPIEnvironment: ConnectionPool]
+    private let observe: AppStoreAPIObserver
+
+    public init(_ configuration: AppStoreAPIConfiguration, observe: @escaping AppStoreAPIObserver = { _, _, _, _ in })
+        throws(AppStoreAPIError) {
+        self.configuration = configuration
+        token = APIToken(configuration.credentials)
+        do {
+            tls = try TLSContext(clientCAPath: configuration.caPath, insecure: false)
+        } catch {
+            throw .unavailable("TLS setup: \(error)")
+        }
+        slots = DispatchSemaphore(value: max(1, configuration.maxInFlight))
+        var pools: [AppStoreAPIEnvironment: ConnectionPool] = [:]
+        for environment in AppStoreAPIEnvironment.allCases {
+            guard let base = BaseURL(configuration.url(environment)) else {
+                throw .unavailable("\(configuration.url(environment)) is not an https://HOST[:PORT][/PATH] URL")
+            }
+            pools[environment] = ConnectionPool(base: base, limit: max(1, configuration.maxInFlight))
+        }
+        self.pools = pools
+        self.observe = observe
+    }
+
+    // MARK: endpoints
+
+    /// Get Transaction Info: the signed transaction (JWS).
+    public func transactionInfo(_ transactionID: String, in environment: AppStoreAPIEnvironment) throws(AppStoreAPIError) -> String {
+        let json = try call("transaction_info", environment, "GET", "/inApps/v1/transactions/" + Self.segment(transactionID))
+        return try Self.string(json, "signedTransactionInfo")
+    }
+
+    /// One page of Get Transaction History (v2), oldest first.
+    public struct HistoryPage: Sendable {
+        public var signedTransactions: [String]
+        public var revision: String
+        public var hasMore: Bool
+    }
+
+    public func transactionHistory(_ transactionID: String, revision: String?, in environment: AppStoreAPIEnvironment)
+        throws(AppStoreAPIError) -> HistoryPage {
+        var query = [("sort", "ASCENDING")]
+        if let revision { query.append(("revision", revision)) }
+        let json = try call("transaction_history", environment, "GET", "/inApps/v2/history/" + Self.segment(transactionID), query: query)
+        return HistoryPage(signedTransactions: try Self.strings(json, "signedTransactions"),
+                           revision: (try? Self.string(json, "revision")) ?? "", hasMore: Self.bool(json, "hasMore"))
+    }
+
+    /// Every page of a transaction history, up to `maxTransactions` signed transactions.
+    public func fullHistory(_ transactionID: String, in environment: AppStoreAPIEnvironment, maxTransactions: Int = 2000)
+        throws(AppStoreAPIError) -> [String] {
+        var all: [String] = []
+        var revision: String?
+        while true {
+            let page = try transactionHistory(transactionID, revision: revision, in: environment)
+            all += page.signedTransactions
+            guard page.hasMore, !page.revision.isEmpty, page.revision != revision else { return all }
+            guard all.count < maxTransactions else {
+                throw .malformedAnswer("history of \(transactionID) holds more than \(maxTransactions) transactions")
+            }
+            revision = page.revision
+        }
+    }
+
+    /// Get All Subscription Statuses: per subscription group, the last transactions with their status
+    /// (1 active, 2 expired, 3 billing retry, 4 grace period, 5 revoked) and signed items.
+    public struct SubscriptionStatus: Sendable {
+        public var groupID: String
+        public var status: Int64
+        public var originalTransactionID: String
+        public var signedTransactionInfo: String
+        public var signedRenewalInfo: String
+    }
+
+    public func subscriptionStatuses(_ transactionID: String, in environment: AppStoreAPIEnvironment)
+        throws(AppStoreAPIError) -> [SubscriptionStatus] {
+        let json = try call("subscription_statuses", environment, "GET", "/inApps/v1/subscriptions/" + Self.segment(transactionID))
+        guard case .object(let top) = json, case .array(let groups)? = top["data"] else { return [] }
+        var out: [SubscriptionStatus] = []
+        for case .object(let group) in groups {
+            let groupID = group["subscriptionGroupIdentifier"].flatMap { if case .string(let s) = $0 { s } else { nil } } ?? ""
+            guard case .array(let last)? = group["lastTransactions"] else { continue }
+            for case .object(let item) in last {
+                func text(_ k: String) -> String { if case .string(let s)? = item[k] { s } else { "" } }
+                var status: Int64 = 0
+                if case .integer(let n)? = item["status"] { status = n }
+                out.append(SubscriptionStatus(groupID: groupID, status: status, originalTransactionID: text("originalTransactionId"),
+                                              signedTransactionInfo: text("signedTransactionInfo"),
+                                              signedRenewalInfo: text("signedRenewalInfo")))
+            }
+        }
+        return out
+    }
+
+    /// One page of Get Notification History: the signed payloads (oldest first) and the next page's token.
+    public struct NotificationPage: Sendable {
+        public var signedPayloads: [String]
+        public var paginationToken: String?
+        public var hasMore: Bool
+    }
+
+    /// `startMs` / `endMs`: the range of the notifications' first send attempts (Apple keeps 180 days).
+    public func notificationHistory(startMs: Int64, endMs: Int64, paginationToken: String?, in environment: AppStoreAPIEnvironment)
+        throws(AppStoreAPIError) -> NotificationPage {
+        let body = JSONText.object([("startDate", String(startMs)), ("endDate", String(endMs))])
+        let json = try call("notification_history", environment, "POST", "/inApps/v1/notifications/history",
+                            query: paginationToken.map { [("paginationToken", $0)] } ?? [], body: Array(body.utf8))
+        var payloads: [String] = []
+        if case .object(let top) = json, case .array(let items)? = top["notificationHistory"] {
+            for case .object(let item) in items {
+                if case .string(let s)? = item["signedPayload"] { payloads.append(s) }
+            }
+        }
+        let next = try? Self.string(json, "paginationToken")
+        return NotificationPage(signedPayloads: payloads, paginationToken: next?.isEmpty == false ? next : nil, hasMore: Self.bool(json, "hasMore"))
+    }
+
+    /// What Send Consumption Information (v2) tells Apple about a consumable whose refund was requested.
+    public struct ConsumptionInformation: Sendable {
+        /// Only true when the customer agreed to share this data; Apple ignores the rest otherwise.
+        public var customerConsented: Bool
+        public var sampleContentProvided: Bool
+        /// `DELIVERED`, `UNDELIVERED_QUALITY_ISSUE`, `UNDELIVERED_WRONG_ITEM`, `UNDELIVERED_SERVER_OUTAGE`, `UNDELIVERED_OTHER`.
+        public var deliveryStatus: String
+        /// 0...100000 (thousandths of a percent), when known.
+        public var consumptionPercentage: Int?
+        /// `DECLINE`, `GRANT_FULL`, `GRANT_PRORATED`, `NO_PREFERENCE`, when there is one.
+        public var refundPreference: String?
+
+        public init(customerConsented: Bool, sampleContentProvided: Bool, deliveryStatus: String,
+                    consumptionPercentage: Int? = nil, refundPreference: String? = nil) {
+            self.customerConsented = customerConsented
+            self.sampleContentProvided = sampleContentProvided
+            self.deliveryStatus = deliveryStatus
+            self.consumptionPercentage = consumptionPercentage
+            self.refundPreference = refundPreference
+        }
+
+        var json: String {
+            JSONText.object([("customerConsented", String(customerConsented)), ("sampleContentProvided", String(sampleContentProvided)),
+                             ("deliveryStatus", JSONText.quote(deliveryStatus)), ("consumptionPercentage", consumptionPercentage.map(String.init)),
+                             ("refundPreference", refundPreference.map(JSONText.quote))])
+        }
+    }
+
+    public func sendConsumption(_ transactionID: String, _ information: ConsumptionInformation, in environment: AppStoreAPIEnvironment)
+        throws(AppStoreAPIError) {
+        _ = try call("send_consumption", environment, "PUT", "/inApps/v2/transactions/consumption/" + Self.segment(transactionID),
+                     body: Array(information.json.utf8), expectJSON: false)
+    }
+
+    /// Look Up Order ID: the signed transactions of the order id on a customer's receipt email; nil when
+    /// Apple does not know the order id (status 1).
+    public func lookUpOrder(_ orderID: String, in environment: AppStoreAPIEnvironment) throws(AppStoreAPIError) -> [String]? {
+        let json = try call("look_up_order", environment, "GET", "/inApps/v1/lookup/" + Self.segment(orderID))
+        guard case .object(let top) = json, case .integer(let status)? = top["status"] else {
+            throw .malformedAnswer("lookup answer without status")
+        }
+        if status != 0 { return nil }
+        return try Self.strings(json, "signedTransactions")
+    }
+
+    /// Request a Test Notification: the token to ask its status with.
+    public func requestTestNotification(in environment: AppStoreAPIEnvironment) throws(AppStoreAPIError) -> String {
+        let json = try call("request_test_notification", environment, "POST", "/inApps/v1/notifications/test")
+        return try Self.string(json, "testNotificationToken")
+    }
+
+    /// Get Test Notification Status: the signed TEST notification and each send attempt's result.
+    public func testNotificationStatus(_ token: String, in environment: AppStoreAPIEnvironment)
+        throws(AppStoreAPIError) -> (signedPayload: String, attempts: [String]) {
+        let json = try call("test_notification_status", environment, "GET", "/inApps/v1/notifications/test/" + Self.segment(token))
+        var attempts: [String] = []
+        if case .object(let top) = json, case .array(let items)? = top["sendAttempts"] {
+            for case .object(let item) in items {
+                if case .string(let s)? = item["sendAttemptResult"] { attempts.append(s) }
+            }
+        }
+        return (try Self.string(json, "signedPayload"), attempts)
+    }
+
+    // MARK: the call
+
+    /// One call with its retries. `expectJSON: false` for endpoints that answer 202 without a body.
+    func call(_ name: String, _ environment: AppStoreAPIEnvironment, _ method: String, _ path: String,
+              query: [(String, String)] = [], body: [UInt8] = [], expectJSON: Bool = true) throws(AppStoreAPIError) -> JSONValue {
+        let pool = pools[environment]!
+        let attemptNanos = UInt64(configuration.attemptTimeoutSeconds) * 1_000_000_000
+        guard slots.wait(timeout: .now() + .seconds(configuration.attemptTimeoutSeconds)) == .success else {
+            throw .unavailable("\(configuration.maxInFlight) calls already in flight")
+        }
+        defer { slots.signal() }
+        var target = pool.base.prefix + path
+        if !query.isEmpty { target += "?" + query.map { Self.percent($0) + "=" + Self.percent($1) }.joined(separator: "&") }
+        var last = AppStoreAPIError.unavailable("no attempt made")
+        var renewedToken = false
+        var attempt = 0
+        while attempt < max(1, configuration.maxAttempts) {
+            attempt += 1
+            let started = Monotonic.now()
+            let bearer: String
+            do { bearer = try token.token() } catch { throw .rejected(status: 0, code: 0, message: "cannot sign the API token: \(error)") }
+            var headers = [("authorization", "Bearer " + bearer), ("accept", "application/json"), ("user-agent", "billingd")]
+            if !body.isEmpty { headers.append(("content-type", "application/json")) }
+            let answer: UnaryResponse
+            do {
+                let connection = try pool.take(tls: tls, timeoutSeconds: configuration.attemptTimeoutSeconds)
+                answer = try connection.client.request(method, path: target, headers: headers, body: body, deadline: started &+ attemptNanos)
+                pool.give(connection)
+            } catch {
+                observe(name, environment, 0, Double(Monotonic.now() &- started) / 1e9)
+                last = .unavailable("\(pool.base.host): \(error)")
+                if attempt < configuration.maxAttempts { backoff(attempt: attempt, retryAfter: nil) }
+                continue
+            }
+            observe(name, environment, answer.httpStatus, Double(Monotonic.now() &- started) / 1e9)
+            let status = answer.httpStatus
+            switch status {
+            case 200..<300:
+                if !expectJSON { return .null }
+                do { return try JSONReader.parse(answer.body) } catch { throw .malformedAnswer("\(name): HTTP \(status) body is not JSON") }
+            case 401 where !renewedToken:
+                // A token made just before a clock step, or a rotated key: one more try with a new token.
+                renewedToken = true
+                token.invalidate()
+                last = Self.refusal(status, answer.body)
+                attempt -= 1
+                continue
+            case 429, 500..<600:
+                last = .unavailable("\(name): HTTP \(status)")
+                if attempt < configuration.maxAttempts {
+                    backoff(attempt: attempt, retryAfter: answer.headers.first { $0.name == "retry-after" }.flatMap { Int($0.value) })
+                }
+                continue
+            case 404:
+                let (code, message) = Self.appleError(answer.body)
+                throw .notFound(code: code, message: message)
+            default:
+                throw Self.refusal(status, answer.body)
+            }
+        }
+        throw last
+    }
+
+    private func backoff(attempt: Int, retryAfter: Int?) {
+        let cap = Double(max(0, configuration.maxBackoffSeconds))
+        var seconds = retryAfter.map(Double.init) ?? (0.25 * Double(1 << min(attempt - 1, 10)) * Double.random(in: 0.5...1.0))
+        seconds = min(max(0, seconds), cap)
+        if seconds > 0 { usleep(UInt32(seconds * 1_000_000)) }
+    }
+
+    static func refusal(_ status: Int, _ body: [UInt8]) -> AppStoreAPIError {
+        let (code, message) = appleError(body)
+        return .rejected(status: status, code: code, message: message)
+    }
+
+    /// Apple's error body, `{"errorCode": 4040010, "errorMessage": "..."}`; (0, "") when there is none.
+    static func appleError(_ body: [UInt8]) -> (Int64, String) {
+        guard let json = try? JSONReader.parse(body), case .object(let o) = json else { return (0, "") }
+        var code: Int64 = 0
+        if case .integer(let n)? = o["errorCode"] { code = n }
+        var message = ""
+        if case .string(let s)? = o["errorMessage"] { message = String(s.prefix(200)) }
+        return (code, message)
+    }
+
+    static func string(_ json: JSONValue, _ key: String) throws(AppStoreAPIError) -> String {
+        guard case .object(let o) = json, case .string(let s)? = o[key] else { throw .malformedAnswer("no \(key)") }
+        return s
+    }
+
+    static func strings(_ json: JSONValue, _ key: String) throws(AppStoreAPIError) -> [String] {
+        guard case .object(let o) = json else { throw .malformedAnswer("not an object") }
+        guard case .array(let items)? = o[key] else { return [] }
+        var out: [String] = []
+        for item in items {
+            guard case .string(let s) = item else { throw .malformedAnswer("\(key) holds a non-string") }
+            out.append(s)
+        }
+        return out
+    }
+
+    static func bool(_ json: JSONValue, _ key: String) -> Bool {
+        if case .object(let o) = json, case .bool(let b)? = o[key] { return b }
+        return false
+    }
+
+    /// A path segment from an id: ids are digits (transactions) or letters and digits (order ids, tokens);
+    /// anything else is percent-encoded so it cannot change the path.
+    static func segment(_ id: String) -> String { percent(id) }
+
+    static func percent(_ s: String) -> String {
+        var out = ""
+        for b in s.utf8 {
+            switch b {
+            case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
+                 UInt8(ascii: "-"), UInt8(ascii: "_"), UInt8(ascii: "."), UInt8(ascii: "~"):
+                out.unicodeScalars.append(Unicode.Scalar(b))
+            default:
+                let hex = String(b, radix: 16, uppercase: true)
+                out += "%" + (hex.count == 1 ? "0" + hex : hex)
+            }
+        }
+        return out
+    }
+}
+
+/// `https://HOST[:PORT][/PREFIX]` (or `http://` for h2c in tests).
+struct BaseURL: Sendable {
+    var host: String
+    var port: Int
+    var tls: Bool
+    var prefix: String
+
+    init?(_ url: String) {
+        let rest: Substring
+        if url.hasPrefix("https://") { tls = true; rest = url.dropFirst(8) } else if url.hasPrefix("http://") {
+            tls = false; rest = url.dropFirst(7)
+        } else { return nil }
+        let slash = rest.firstIndex(of: "/") ?? rest.endIndex
+        let hostPort = rest[..<slash]
+        prefix = String(rest[slash...])
+        if prefix.hasSuffix("/") { prefix.removeLast() }
+        if let colon = hostPort.lastIndex(of: ":"), !hostPort.hasSuffix("]") {
+            guard let p = Int(hostPort[hostPort.index(after: colon)...]), (1...65535).contains(p) else { return nil }
+            host = String(hostPort[..<colon])
+            port = p
+        } else {
+            host = String(hostPort)
+            port = tls ? 443 : 80
+        }
+        guard !host.isEmpty else { return nil }
+    }
+
+    var address: String { host.contains(":") && !host.hasPrefix("[") ? "[\(host)]:\(port)" : "\(host):\(port)" }
+    var authority: String { (tls && port == 443) || (!tls && port == 80) ? host : address }
+}
+
+/// One connection, used by one call at a time: taken from the pool, given back after an answer.
+final class PooledConnection: @unchecked Sendable {
+    // Sendable: only the thread that took it from the pool touches it until it is given back.
+    let client: Client
+    init(client: Client) { self.client = client }
+}
+
+/// The idle connections of one base URL (at most `limit`); a connection that failed is never given back.
+final class ConnectionPool: Sendable {
+    let base: BaseURL
+    private let limit: Int
+    private let idle = Mutex<[PooledConnection]>([])
+
+    init(base: BaseURL, limit: Int) {
+        self.base = base
+        self.limit = limit
+    }
+
+    func take(tls: TLSContext, timeoutSeconds: Int) throws(SocketError) -> PooledConnection {
+        while let c = idle.withLock({ $0.popLast() }) {
+            if c.client.isUsable { return c }
+        }
+        let client = try Client(address: base.address, tls: base.tls ? tls : nil, serverName: base.host,
+                                timeoutSeconds: timeoutSeconds, authority: base.authority)
+        return PooledConnection(client: client)
+    }
+
+    func give(_ connection: PooledConnection) {
+        guard connection.client.isUsable else { return }
+        idle.withLock { if $0.count < limit { $0.append(connection) } }
+    }
+}
