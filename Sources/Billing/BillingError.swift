@@ -31,6 +31,8 @@ public enum BillingError: Error, Sendable, Equatable, CustomStringConvertible {
     case orderNotPending(orderID: String, state: OrderState)
     /// The call needs the App Store Server API, whose credentials are not configured.
     case appStoreAPINotConfigured(feature: String)
+    /// The App Store Server API did not answer, answered 5xx or rate-limited us, after every retry.
+    case appStoreAPIUnavailable(detail: String)
 
     public var description: String {
         switch self {
@@ -53,6 +55,7 @@ public enum BillingError: Error, Sendable, Equatable, CustomStringConvertible {
         case .transactionRevoked(let id): "transaction \(id) was refunded or revoked"
         case .transactionPredatesOrder(let id): "transaction \(id) was purchased, or had expired, before the order was created"
         case .orderNotPending(_, let state): "the order is \(state) and can no longer be paid"
+        case .appStoreAPIUnavailable: "the App Store Server API is unavailable; retry later"
         case .appStoreAPINotConfigured(let feature): "\(feature) needs the App Store Server API, and this billingd has no App Store Server API client configured"
         }
     }

@@ -63,6 +63,7 @@ public final class InMemoryOrderStore: OrderStore {
         func put(_ renewal: RenewalState) { state.renewals[renewal.originalTransactionID] = renewal }
         func notification(uuid: String) -> NotificationResult? { state.notifications[uuid]?.result }
         func record(_ notification: NotificationRecord) { state.notifications[notification.uuid] = notification }
+        func newestNotificationSignedMs() -> Int64? { state.notifications.values.map(\.signedTimeMs).max() }
         func append(_ event: EventRecord) {
             var e = event
             e.cursor = state.nextCursor

@@ -152,14 +152,16 @@ public final class PurchaseEngine: Sendable {
     }
 
     /// Verifies what the account proves it owns, records it, and answers its entitlements.
-    public func restorePurchases(accountID: String, appReceipt: String, signedTransactions: [String],
+    /// `fetched`: signed transactions billingd fetched itself (App Store Server API history), verified like the
+    /// others but not counted against the caller's limit.
+    public func restorePurchases(accountID: String, appReceipt: String, signedTransactions: [String], fetched: [String] = [],
                                  completion: @escaping @Sendable (Result<[Entitlement], BillingError>) -> Void) {
         do throws(BillingError) {
             try OrderService.checkText(accountID, field: "account_id", max: OrderService.Limits.accountID, required: true)
         } catch {
             return completion(.failure(error))
         }
-        guard !appReceipt.isEmpty || !signedTransactions.isEmpty else {
+        guard !appReceipt.isEmpty || !signedTransactions.isEmpty || !fetched.isEmpty else {
             return completion(.failure(.invalidField(field: "proof", problem: "is required: app_receipt or signed_transactions")))
         }
         guard signedTransactions.count <= Self.maxSignedTransactions else {
@@ -176,6 +178,12 @@ public final class PurchaseEngine: Sendable {
             guard !jws.isEmpty else {
                 return completion(.failure(.invalidField(field: "signed_transactions", problem: "entry \(i) is empty")))
             }
+            switch verifier.verifySignedTransaction(jws) {
+            case .success(let t): proven.append(classify(t))
+            case .failure(let e): return completion(.failure(e))
+            }
+        }
+        for jws in fetched {
             switch verifier.verifySignedTransaction(jws) {
             case .success(let t): proven.append(classify(t))
             case .failure(let e): return completion(.failure(e))

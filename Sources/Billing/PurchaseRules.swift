@@ -30,6 +30,8 @@ public protocol PurchaseLedger {
     /// The recorded result of a notification UUID, if it was seen.
     func notification(uuid: String) throws(BillingError) -> NotificationResult?
     func record(_ notification: NotificationRecord) throws(BillingError)
+    /// The newest signedDate of any notification recorded (applied, duplicate or ignored); nil when none was.
+    func newestNotificationSignedMs() throws(BillingError) -> Int64?
     /// Appends an event; the store gives it its cursor in commit order.
     func append(_ event: EventRecord) throws(BillingError)
     /// Committed events after `cursor`, oldest first.

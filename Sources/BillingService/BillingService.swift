@@ -14,14 +14,17 @@ public final class BillingService: Sendable {
     public let orders: OrderService
     public let purchases: PurchaseEngine?
     public let feed: EventFeed
+    /// The App Store Server API, when its credentials are configured.
+    public let appStore: AppStoreLink?
     private let health: HealthState
     /// Called when a handler meets an unexpected error, with the request id the caller sees.
     private let onInternalError: @Sendable (String, String) -> Void
 
-    public init(orders: OrderService, purchases: PurchaseEngine? = nil, health: HealthState = HealthState(),
+    public init(orders: OrderService, purchases: PurchaseEngine? = nil, health: HealthState = HealthState(), appStore: AppStoreLink? = nil,
                 onInternalError: @escaping @Sendable (_ requestID: String, _ detail: String) -> Void = { _, _ in }) {
         self.orders = orders
         self.purchases = purchases
+        self.appStore = appStore
         self.feed = EventFeed(store: orders.store)
         self.health = health
         self.onInternalError = onInternalError
@@ -132,12 +135,34 @@ public final class BillingService: Sendable {
         if !request.accountID.isEmpty && request.accountID.utf8.count <= OrderService.Limits.accountID {
             context.note("account_id", request.accountID)
         }
-        if !request.transactionIDs.isEmpty {
-            return answer(.appStoreAPINotConfigured(feature: "RestorePurchases with transaction_ids"), context, responder)
+        let ids = request.transactionIDs
+        if !ids.isEmpty {
+            guard appStore != nil else {
+                return answer(.appStoreAPINotConfigured(feature: "RestorePurchases with transaction_ids"), context, responder)
+            }
+            if ids.count > AppStoreLink.maxTransactionIDs {
+                return answer(.invalidField(field: "transaction_ids", problem: "holds more than \(AppStoreLink.maxTransactionIDs)"), context, responder)
+            }
+            if let bad = ids.firstIndex(where: { !AppStoreLink.isTransactionID($0) }) {
+                return answer(.invalidField(field: "transaction_ids", problem: "entry \(bad) is not a transaction id (digits)"), context, responder)
+            }
         }
         verificationQueue.async { [self] in
+            var fetched: [String] = []
+            if !ids.isEmpty, let appStore {
+                // The account id is checked before anyone calls Apple.
+                do throws(BillingError) {
+                    try OrderService.checkText(request.accountID, field: "account_id", max: OrderService.Limits.accountID, required: true)
+                } catch {
+                    return answer(error, context, responder)
+                }
+                switch appStore.signedHistory(transactionIDs: ids) {
+                case .success(let list): fetched = list
+                case .failure(let e): return answer(e, context, responder)
+                }
+            }
             engine.restorePurchases(accountID: request.accountID, appReceipt: request.appReceipt,
-                                    signedTransactions: request.signedTransactions) { [self] result in
+                                    signedTransactions: request.signedTransactions, fetched: fetched) { [self] result in
                 switch result {
                 case .success(let entitlements):
                     var response = RestorePurchasesResponse()

@@ -43,6 +43,8 @@ extension BillingError {
             RPCError(code: .failedPrecondition, message: description, reason: "TRANSACTION_REVOKED", metadata: ["transaction_id": id])
         case .appStoreAPINotConfigured:
             RPCError(code: .failedPrecondition, message: description, reason: "APPSTORE_API_NOT_CONFIGURED")
+        case .appStoreAPIUnavailable:
+            RPCError(code: .unavailable, message: description, reason: "APPSTORE_API_UNAVAILABLE")
         case .transactionPredatesOrder(let id):
             RPCError(code: .failedPrecondition, message: description, reason: "TRANSACTION_PREDATES_ORDER", metadata: ["transaction_id": id])
         case .orderNotPending(let id, _):

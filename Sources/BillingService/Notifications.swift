@@ -23,6 +23,8 @@ public final class NotificationProcessor: Sendable {
         public var type = ""
         public var subtype = ""
         public var environment = ""
+        /// The transaction the notification names (after verification), when it names one.
+        public var transactionID = ""
     }
 
     private let verifier: SignedDataVerifier
@@ -34,8 +36,13 @@ public final class NotificationProcessor: Sendable {
 
     /// `settings` are the proof verifier's (roots, bundle ids, app id); every environment is verified so that
     /// one not in `settings.environments` can be answered 200 and recorded as ignored.
+    /// Called after each durable outcome (applied, duplicate, ignored), off the caller's path: CONSUMPTION_REQUEST answers.
+    private let afterCommit: @Sendable (Summary, NotificationResult) -> Void
+
     public init(settings: VerifierSettings, store: any OrderStore, catalog: Catalog?,
-                policy: PurchaseEngine.Policy = PurchaseEngine.Policy(), clock: any WallClock = SystemClock()) {
+                policy: PurchaseEngine.Policy = PurchaseEngine.Policy(), clock: any WallClock = SystemClock(),
+                afterCommit: @escaping @Sendable (Summary, NotificationResult) -> Void = { _, _ in }) {
+        self.afterCommit = afterCommit
         self.policy = policy
         accepted = settings.environments
         var all = settings
@@ -48,9 +55,18 @@ public final class NotificationProcessor: Sendable {
 
     /// Verifies and applies one delivery's body; answers once, after the commit is durable.
     public func process(body: [UInt8], completion: @escaping @Sendable (Outcome, Summary) -> Void) {
+        guard let signed = NotificationEnvelope.signedPayload(from: body) else {
+            return completion(.rejected(reason: "RECEIPT_MALFORMED", detail: "the body is not {\"signedPayload\": \"<JWS>\"}"), Summary())
+        }
+        process(signedPayload: signed, completion: completion)
+    }
+
+    /// Verifies and applies one signed notification (from a delivery, or from the App Store Server API's
+    /// notification history); answers once, after the commit is durable.
+    public func process(signedPayload signed: String, completion: @escaping @Sendable (Outcome, Summary) -> Void) {
         var summary = Summary()
         let verified: VerifiedNotification
-        switch verify(body, &summary) {
+        switch verify(signed: signed, &summary) {
         case .failure(let failure):
             return completion(.rejected(reason: failure.reason, detail: failure.detail), summary)
         case .success(let n):
@@ -59,7 +75,9 @@ public final class NotificationProcessor: Sendable {
         let read = summary
         store.apply(verified, nowMs: clock.nowMilliseconds(), catalog: catalog, policy: policy) { result in
             switch result {
-            case .success(let r): completion(.done(r), read)
+            case .success(let r):
+                completion(.done(r), read)
+                self.afterCommit(read, r)
             case .failure(let e): completion(.unavailable(detail: e.description), read)
             }
         }
@@ -78,10 +96,7 @@ public final class NotificationProcessor: Sendable {
         }
     }
 
-    func verify(_ body: [UInt8], _ summary: inout Summary) -> Result<VerifiedNotification, Refusal> {
-        guard let signed = NotificationEnvelope.signedPayload(from: body) else {
-            return .failure(Refusal(reason: "RECEIPT_MALFORMED", detail: "the body is not {\"signedPayload\": \"<JWS>\"}"))
-        }
+    func verify(signed: String, _ summary: inout Summary) -> Result<VerifiedNotification, Refusal> {
         let payload: NotificationPayload
         switch verifier.verifyNotification(signed) {
         case .success(let p): payload = p
@@ -106,6 +121,7 @@ public final class NotificationProcessor: Sendable {
                 }
                 if let kind = catalog?.product(t.productID)?.kind { t.productKind = kind }
                 transaction = t
+                summary.transactionID = t.transactionID
             case .failure(let f): return .failure(.from(f, "signedTransactionInfo"))
             }
         }

@@ -1,5 +1,6 @@
 import AppStore
-import Billing
+import AppStoreAPI
+public import Billing
 public import BillingService
 import Crypto
 import Foundation
@@ -22,6 +23,9 @@ public final class App: Sendable {
     private let notificationsServer: HTTPFront?
     private let service: BillingService
     private let expiryStopped = Atomic<Bool>(false)
+    /// Notification-history reconciliation, when the App Store Server API is configured.
+    public let reconciler: Reconciler?
+    private let reconcileQueue = DispatchQueue(label: "billingd.reconcile")
 
     /// Why billingd could not start: one line for the operator.
     public struct StartError: Error, CustomStringConvertible {
@@ -83,7 +87,32 @@ public final class App: Sendable {
                                     policy: PurchaseEngine.Policy(requireAccountToken: configuration.requireAccountToken,
                                                                   rejectStalePurchases: configuration.rejectStalePurchases,
                                                                   clockSkewMs: Int64(configuration.clockSkew * 1000)))
-        let service = BillingService(orders: orders, purchases: engine, health: health) { requestID, detail in
+        let appStore = try App.appStoreLink(configuration, logger: logger, metrics: metrics)
+        let consumption: ConsumptionResponder? = configuration.consumptionAnswers == "auto" ? appStore.map { link in
+            ConsumptionResponder(client: link.client, store: store) { transactionID, result, detail in
+                metrics.consumptionAnswers.inc([result])
+                logger.log(result == "failed" ? .warning : .info, "consumption answer",
+                           [("transaction_id", .string(transactionID)), ("result", .string(result)), ("detail", .string(String(detail.prefix(300))))])
+            }
+        } : nil
+        if configuration.consumptionAnswers == "auto" && appStore == nil {
+            logger.log(.warning, "--consumption-answers auto needs the App Store Server API credentials: CONSUMPTION_REQUEST stays unanswered")
+        }
+        let processor = verifierSettings.map {
+            NotificationProcessor(settings: $0, store: store, catalog: catalog, policy: engine.policy) { summary, result in
+                if result == .applied, summary.type == "CONSUMPTION_REQUEST", let consumption {
+                    consumption.answer(transactionID: summary.transactionID, environment: summary.environment)
+                }
+            }
+        }
+        if let appStore, let processor {
+            reconciler = Reconciler(link: appStore, processor: processor, store: store, marginSeconds: configuration.reconcileMargin) { env, result, n in
+                metrics.reconciled.inc([env.rawValue, result], by: Double(n))
+            }
+        } else {
+            reconciler = nil
+        }
+        let service = BillingService(orders: orders, purchases: engine, health: health, appStore: appStore) { requestID, detail in
             logger.log(.error, "storage error", [("request_id", .string(requestID)), ("error", .string(detail))])
         }
         var router = Router()
@@ -161,9 +190,6 @@ public final class App: Sendable {
         }
         self.service = service
         if let listen = configuration.notificationsListen {
-            let processor = verifierSettings.map {
-                NotificationProcessor(settings: $0, store: store, catalog: catalog, policy: engine.policy)
-            }
             if processor == nil {
                 logger.log(.warning, "no --bundle-id or --trust-root: the notifications endpoint refuses every notification")
             }
@@ -188,6 +214,82 @@ public final class App: Sendable {
         } else {
             notificationsServer = nil
         }
+    }
+
+    /// The App Store Server API client the flags describe; nil without credentials.
+    static func appStoreLink(_ c: Configuration, logger: Logger, metrics: BillingMetrics) throws(StartError) -> AppStoreLink? {
+        guard let keyID = c.appStoreAPIKeyID, let issuer = c.appStoreAPIIssuerID, let keyPath = c.appStoreAPIPrivateKey,
+              let bundle = c.bundleIDs.first else { return nil }
+        let key: PrivateKey
+        do {
+            key = try PrivateKey.parsePEM(Array(try Data(contentsOf: URL(fileURLWithPath: keyPath))))
+            _ = try key.signES256([0])
+        } catch {
+            // Never the key's bytes: only that it could not be used.
+            throw StartError(description: "billingd: --appstore-api-private-key: \(keyPath) is not an ES256 (P-256) private key in PEM (.p8)")
+        }
+        var api = AppStoreAPIConfiguration(credentials: APIToken.Credentials(keyID: keyID, issuerID: issuer, bundleID: bundle, privateKey: key))
+        if let url = c.appStoreAPIURL {
+            api.productionURL = url
+            api.sandboxURL = url
+        }
+        if let url = c.appStoreAPISandboxURL { api.sandboxURL = url }
+        api.caPath = c.appStoreAPICA
+        let client: AppStoreAPIClient
+        do {
+            client = try AppStoreAPIClient(api) { endpoint, env, status, seconds in
+                let label = [0, 200, 202, 400, 401, 403, 404, 429, 500, 503].contains(status) ? String(status) : (status >= 500 ? "5xx" : "other")
+                metrics.appStoreAPICalls.inc([endpoint, env.rawValue, label])
+                metrics.appStoreAPIDuration.observe(seconds, [endpoint])
+            }
+        } catch {
+            throw StartError(description: "billingd: --appstore-api-url: \(error)")
+        }
+        let environments = c.environments.compactMap { AppStoreAPIEnvironment(rawValue: $0.prefix(1).uppercased() + $0.dropFirst()) }
+        logger.log(.info, "App Store Server API configured", [("key_id", .string(keyID)), ("production_url", .string(api.productionURL)),
+                                                              ("sandbox_url", .string(api.sandboxURL)),
+                                                              ("environments", .string(environments.map(\.rawValue).joined(separator: ",")))])
+        return AppStoreLink(client: client, environments: environments) { line in
+            logger.log(.error, "App Store Server API", [("error", .string(String(line.prefix(300))))])
+        }
+    }
+
+    /// Runs a reconciliation now (on its queue) and logs its report.
+    @discardableResult
+    public func reconcile(sinceMs: Int64? = nil) -> Result<Reconciler.Report, BillingError>? {
+        guard let reconciler else { return nil }
+        let result = reconcileQueue.sync { reconciler.run(sinceMs: sinceMs) }
+        switch result {
+        case .success(let r):
+            metrics.reconcileRuns.inc([r.error == nil ? "ok" : "incomplete"])
+            logger.log(r.error == nil ? .info : .warning, "reconciliation", [
+                ("start_ms", .int(Int(r.startMs))), ("end_ms", .int(Int(r.endMs))), ("pages", .int(r.pages)), ("applied", .int(r.applied)),
+                ("duplicate", .int(r.duplicate)), ("ignored", .int(r.ignored)), ("rejected", .int(r.rejected)),
+                ("error", .string(r.error ?? "")),
+            ])
+        case .failure(let e):
+            metrics.reconcileRuns.inc(["busy"])
+            logger.log(.info, "reconciliation skipped", [("error", .string(e.description))])
+        }
+        return result
+    }
+
+    /// Reconciles at start and every --reconcile-interval, on its own thread, until stop.
+    private func startReconciliation() {
+        guard reconciler != nil, configuration.reconcileInterval > 0 else { return }
+        let period = configuration.reconcileInterval
+        let thread = Thread { [self] in
+            while !expiryStopped.load(ordering: .relaxed) {
+                reconcile()
+                var waited = 0.0
+                while waited < period && !expiryStopped.load(ordering: .relaxed) {
+                    Thread.sleep(forTimeInterval: 0.2)
+                    waited += 0.2
+                }
+            }
+        }
+        thread.name = "reconcile"
+        thread.start()
     }
 
     /// The App Store verifier the flags describe; refuses every proof when none is configured.
@@ -252,6 +354,7 @@ public final class App: Sendable {
             throw StartError(description: "billingd: --listen: \(error)")
         }
         if configuration.orderTTL > 0 { startExpiry() }
+        startReconciliation()
         logger.log(.info, "started", [
             ("listen", .string(bound)), ("tls", .bool(configuration.tlsCert != nil)),
             ("mutual_tls", .bool(configuration.tlsClientCA != nil)), ("api_keys", .bool(configuration.apiKeys != nil)),

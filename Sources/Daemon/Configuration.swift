@@ -45,6 +45,24 @@ public struct Configuration: Sendable, Equatable {
     public var idleTimeout = 300.0
     /// Seconds after which a PENDING order becomes EXPIRED; 0 keeps orders pending for ever.
     public var orderTTL = 0.0
+    /// App Store Server API credentials (all three, or none).
+    public var appStoreAPIKeyID: String?
+    public var appStoreAPIIssuerID: String?
+    public var appStoreAPIPrivateKey: String?
+    /// Base URL for both environments instead of Apple's (tests, proxies).
+    public var appStoreAPIURL: String?
+    /// Base URL for the sandbox only (beats `appStoreAPIURL` for sandbox).
+    public var appStoreAPISandboxURL: String?
+    public var appStoreAPICA: String?
+    /// Seconds between notification-history reconciliations; 0 turns them off.
+    public var reconcileInterval = 3600.0
+    /// How far before the newest applied notification a reconciliation starts (seconds).
+    public var reconcileMargin = 3600.0
+    /// `off` or `auto`: answer CONSUMPTION_REQUEST notifications through Send Consumption Information.
+    public var consumptionAnswers = "off"
+
+    /// True when the App Store Server API can be called.
+    public var appStoreAPIConfigured: Bool { appStoreAPIKeyID != nil }
 
     public init() {}
 
@@ -65,6 +83,9 @@ public struct Configuration: Sendable, Equatable {
         "max-concurrent-streams": true, "max-connections": true, "max-in-flight": true, "max-header-list-bytes": true,
         "max-connection-buffer-bytes": true,
         "max-deadline": true, "idle-timeout": true, "order-ttl": true, "help": false, "version": false,
+        "appstore-api-key-id": true, "appstore-api-issuer-id": true, "appstore-api-private-key": true, "appstore-api-url": true,
+        "appstore-api-sandbox-url": true, "appstore-api-ca": true, "reconcile-interval": true, "reconcile-margin": true,
+        "consumption-answers": true,
     ]
     static let repeatable: Set<String> = ["bundle-id", "trust-root"]
 
@@ -247,6 +268,42 @@ public struct Configuration: Sendable, Equatable {
             guard let l = LogLevel(rawValue: s.lowercased()) else { throw Invalid(flag: "log-level", problem: "'\(s)' is not debug, info, warning or error") }
             c.logLevel = l
         }
+        if let s = one("appstore-api-key-id") {
+            guard !s.isEmpty, s.utf8.count <= 64, s.allSatisfy({ $0.isLetter || $0.isNumber }) else {
+                throw Invalid(flag: "appstore-api-key-id", problem: "'\(s.prefix(64))' is not a key id (letters and digits, as App Store Connect shows it)")
+            }
+            c.appStoreAPIKeyID = s
+        }
+        if let s = one("appstore-api-issuer-id") {
+            guard UUID(uuidString: s) != nil else { throw Invalid(flag: "appstore-api-issuer-id", problem: "'\(s.prefix(64))' is not a UUID") }
+            c.appStoreAPIIssuerID = s
+        }
+        if let s = one("appstore-api-private-key") { c.appStoreAPIPrivateKey = try file("appstore-api-private-key", s) }
+        let credentials = [("appstore-api-key-id", c.appStoreAPIKeyID), ("appstore-api-issuer-id", c.appStoreAPIIssuerID),
+                           ("appstore-api-private-key", c.appStoreAPIPrivateKey)]
+        if credentials.contains(where: { $0.1 != nil }), let missing = credentials.first(where: { $0.1 == nil }) {
+            throw Invalid(flag: missing.0, problem: "--appstore-api-key-id, --appstore-api-issuer-id and --appstore-api-private-key go together")
+        }
+        for flag in ["appstore-api-url", "appstore-api-sandbox-url"] {
+            guard let s = one(flag) else { continue }
+            guard (s.hasPrefix("https://") || s.hasPrefix("http://")) && s.count > 8 && !s.contains(" ") else {
+                throw Invalid(flag: flag, problem: "'\(s.prefix(200))' is not an https:// URL")
+            }
+            if flag == "appstore-api-url" { c.appStoreAPIURL = s } else { c.appStoreAPISandboxURL = s }
+        }
+        if let s = one("appstore-api-ca") { c.appStoreAPICA = try file("appstore-api-ca", s) }
+        if c.appStoreAPIConfigured && c.bundleIDs.isEmpty {
+            throw Invalid(flag: "appstore-api-key-id", problem: "needs --bundle-id (the token names the app)")
+        }
+        if let d = try seconds("reconcile-interval", 0...(7 * 86_400)) {
+            guard d == 0 || d >= 10 else { throw Invalid(flag: "reconcile-interval", problem: "'\(d)' is under 10 seconds (0 turns it off)") }
+            c.reconcileInterval = d
+        }
+        if let d = try seconds("reconcile-margin", 0...(30 * 86_400)) { c.reconcileMargin = d }
+        if let s = one("consumption-answers") {
+            guard s == "off" || s == "auto" else { throw Invalid(flag: "consumption-answers", problem: "'\(s.prefix(40))' is not off or auto") }
+            c.consumptionAnswers = s
+        }
         if one("help") != nil { throw Invalid(flag: "help", problem: "usage") }
         return c
     }
@@ -284,5 +341,13 @@ public struct Configuration: Sendable, Equatable {
       --clock-skew SECONDS         allowance when comparing a purchase date with the order's creation (default 300)
       --dev                        local use: a test-store CA in --dev-store (default ./teststore), trusted; accepts xcode
       --db-pool-size N             PostgreSQL connections (default 8)
+      --appstore-api-key-id ID --appstore-api-issuer-id UUID --appstore-api-private-key PATH
+                                   App Store Server API credentials (the .p8 key); needs --bundle-id
+      --appstore-api-url URL       base URL for both environments instead of Apple's (tests, proxies)
+      --appstore-api-sandbox-url URL   base URL for the sandbox only
+      --appstore-api-ca PATH       CA bundle to trust for those URLs (default: the system's)
+      --reconcile-interval SECONDS fetch missed notifications from the API this often (default 3600; 0 off)
+      --reconcile-margin SECONDS   start each reconciliation this long before the newest applied notification (default 3600)
+      --consumption-answers M      off (default) or auto: answer CONSUMPTION_REQUEST with Send Consumption Information
     """
 }

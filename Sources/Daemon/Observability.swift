@@ -11,6 +11,11 @@ final class BillingMetrics: Sendable {
     let db: Histogram
     let verifications: Counter
     let notifications: Counter
+    let appStoreAPICalls: Counter
+    let appStoreAPIDuration: Histogram
+    let reconciled: Counter
+    let reconcileRuns: Counter
+    let consumptionAnswers: Counter
 
     init(version: String) {
         calls = registry.callMetrics(prefix: "billingd_rpc", reasons: Self.reasons)
@@ -19,6 +24,17 @@ final class BillingMetrics: Sendable {
                                          labels: ["kind", "result"])
         notifications = registry.counter("billingd_notifications_total",
                                          help: "App Store Server Notifications received, by type and result.", labels: ["type", "result"])
+        appStoreAPICalls = registry.counter("billingd_appstore_api_calls_total",
+                                            help: "App Store Server API attempts, by endpoint, environment and HTTP status (0: no answer).",
+                                            labels: ["endpoint", "environment", "status"])
+        appStoreAPIDuration = registry.histogram("billingd_appstore_api_duration_seconds", help: "App Store Server API attempt latency.",
+                                                 labels: ["endpoint"])
+        reconcileRuns = registry.counter("billingd_reconcile_runs_total", help: "Notification-history reconciliations, by result.",
+                                         labels: ["result"])
+        reconciled = registry.counter("billingd_reconcile_notifications_total",
+                                      help: "Notifications fetched by reconciliation, by environment and result.", labels: ["environment", "result"])
+        consumptionAnswers = registry.counter("billingd_consumption_answers_total",
+                                              help: "CONSUMPTION_REQUEST answers sent to Apple, by result.", labels: ["result"])
         registry.gauge("billingd_build_info", help: "Build information; the value is always 1.", labels: [("version", version)]) { 1 }
     }
 

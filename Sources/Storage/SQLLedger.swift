@@ -212,6 +212,12 @@ struct SQLLedger<DB: SQLExecutor>: PurchaseLedger {
         }
     }
 
+    func newestNotificationSignedMs() throws(BillingError) -> Int64? {
+        try run { () throws(StorageError) in
+            try db.query("SELECT signed_time_ms FROM notifications ORDER BY signed_time_ms DESC LIMIT 1", [], { $0.int64(0) }).first
+        }
+    }
+
     func record(_ n: NotificationRecord) throws(BillingError) {
         try run { () throws(StorageError) in
             try db.update("INSERT INTO notifications (notification_uuid, notification_type, subtype, signed_time_ms, result, applied_time_ms, transaction_id, signed_payload) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",

@@ -123,6 +123,10 @@ enum Schema {
             CREATE INDEX events_account ON events (account_id, feed_cursor);
             \(dialect.feedIndexes)
             """,
+            // 4: where a reconciliation with the App Store Server API's notification history starts.
+            """
+            CREATE INDEX notifications_signed_time ON notifications (signed_time_ms);
+            """,
         ]
     }
 }

@@ -1,0 +1,68 @@
+public import AppStoreAPI
+public import Billing
+import Dispatch
+import Synchronization
+
+/// `--consumption-answers auto`: a CONSUMPTION_REQUEST notification (a customer asked Apple to refund a
+/// consumable) is answered through Send Consumption Information (v2) from what billingd knows:
+///
+/// - `customerConsented: true`: Apple uses the answer only with the customer's consent to share this data.
+///   Turning `auto` on is the operator's statement that the app obtains that consent (its terms or a
+///   prompt); without it, leave the default `off`, and Apple decides without billingd's answer.
+/// - `deliveryStatus`: `DELIVERED` when the transaction paid an order that is COMPLETED (billingd credited
+///   it); `UNDELIVERED_OTHER` when it paid an order that did not complete. A transaction billingd never saw
+///   gets no answer (it cannot say either way).
+/// - `sampleContentProvided: false`; no consumption percentage and no refund preference: billingd does not
+///   know them.
+///
+/// Answers run after the notification is durable, on a worker queue; failures are logged and counted, never
+/// retried forever (Apple accepts answers within 12 hours of the request).
+public final class ConsumptionResponder: Sendable {
+    private let client: AppStoreAPIClient
+    private let store: any OrderStore
+    private let queue = DispatchQueue(label: "billing.consumption")
+    /// Called once per request with its result (`sent`, `no_record`, `failed`) and a detail for the log.
+    private let report: @Sendable (_ transactionID: String, _ result: String, _ detail: String) -> Void
+
+    public init(client: AppStoreAPIClient, store: any OrderStore,
+                report: @escaping @Sendable (String, String, String) -> Void = { _, _, _ in }) {
+        self.client = client
+        self.store = store
+        self.report = report
+    }
+
+    /// Queues the answer to one CONSUMPTION_REQUEST.
+    public func answer(transactionID: String, environment: String) {
+        guard !transactionID.isEmpty, let env = AppStoreAPIEnvironment(rawValue: environment) else {
+            return report(transactionID, "no_record", "no transaction or an environment without an API (\(environment))")
+        }
+        queue.async { [self] in
+            let done = DispatchSemaphore(value: 0)
+            let status = Mutex(DeliveryKnowledge.unknown)
+            store.read({ ledger throws(BillingError) -> DeliveryKnowledge in
+                guard let owned = try ledger.owned(transactionID: transactionID), let orderID = owned.orderID,
+                      let order = try ledger.order(id: orderID) else { return .unknown }
+                return order.state == .completed ? .delivered : .undelivered
+            }) { result in
+                if case .success(let s) = result { status.withLock { $0 = s } }
+                done.signal()
+            }
+            done.wait()
+            let delivery: String
+            switch status.withLock({ $0 }) {
+            case .unknown: return report(transactionID, "no_record", "billingd has no order paid by this transaction")
+            case .delivered: delivery = "DELIVERED"
+            case .undelivered: delivery = "UNDELIVERED_OTHER"
+            }
+            let info = AppStoreAPIClient.ConsumptionInformation(customerConsented: true, sampleContentProvided: false, deliveryStatus: delivery)
+            do throws(AppStoreAPIError) {
+                try client.sendConsumption(transactionID, info, in: env)
+                report(transactionID, "sent", delivery)
+            } catch {
+                report(transactionID, "failed", error.description)
+            }
+        }
+    }
+
+    enum DeliveryKnowledge: Sendable { case unknown, delivered, undelivered }
+}

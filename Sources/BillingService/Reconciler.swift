@@ -1,0 +1,135 @@
+public import AppStoreAPI
+public import Billing
+import Dispatch
+import Synchronization
+
+/// Reconciliation: notifications the endpoint never received (an outage longer than Apple's retries; the
+/// sandbox never retries) fetched from the App Store Server API's notification history and applied through
+/// the same path as a delivery. Dedupe by notificationUUID makes repeats harmless, so ranges may overlap.
+///
+/// A run covers, per accepted environment, from `since` (or the newest recorded notification's signedDate
+/// less `margin`; with none recorded, now less `margin`), clamped to Apple's 180 days, up to now.
+/// One run at a time; every call blocks its thread.
+public final class Reconciler: Sendable {
+    public struct Report: Sendable, Equatable {
+        public var startMs: Int64 = 0
+        public var endMs: Int64 = 0
+        public var pages = 0
+        public var applied = 0
+        public var duplicate = 0
+        public var ignored = 0
+        public var rejected = 0
+        /// Why the run stopped early (the API or the database unavailable); nil when it finished.
+        public var error: String?
+        public init() {}
+    }
+
+    /// Apple keeps 180 days of notification history.
+    public static let historyDays: Int64 = 180
+    /// Pages per environment per run: 20 notifications a page, so at most 100,000 notifications.
+    public static let maxPages = 5000
+
+    private let link: AppStoreLink
+    private let processor: NotificationProcessor
+    private let store: any OrderStore
+    private let marginMs: Int64
+    private let clock: any WallClock
+    private let running = Mutex(false)
+    /// Per environment and result (applied, duplicate, ignored, rejected), for metrics.
+    private let count: @Sendable (AppStoreAPIEnvironment, String, Int) -> Void
+
+    public init(link: AppStoreLink, processor: NotificationProcessor, store: any OrderStore, marginSeconds: Double,
+                clock: any WallClock = SystemClock(), count: @escaping @Sendable (AppStoreAPIEnvironment, String, Int) -> Void = { _, _, _ in }) {
+        self.link = link
+        self.processor = processor
+        self.store = store
+        marginMs = Int64(marginSeconds * 1000)
+        self.clock = clock
+        self.count = count
+    }
+
+    /// Runs one reconciliation; `.failure` when one is already running.
+    public func run(sinceMs: Int64? = nil) -> Result<Report, BillingError> {
+        let free = running.withLock { busy -> Bool in
+            if busy { return false }
+            busy = true
+            return true
+        }
+        guard free else { return .failure(.overloaded) }
+        defer { running.withLock { $0 = false } }
+        var report = Report()
+        let now = clock.nowMilliseconds()
+        report.endMs = now
+        var start: Int64
+        if let sinceMs {
+            start = sinceMs
+        } else {
+            switch newestRecorded() {
+            case .success(let newest): start = (newest ?? now) - marginMs
+            case .failure(let e):
+                report.error = e.description
+                return .success(report)
+            }
+        }
+        // Apple refuses a start older than 180 days; a minute of room for the request's flight.
+        start = max(start, now - Self.historyDays * 86_400_000 + 60_000)
+        start = min(start, now)
+        report.startMs = start
+        for env in link.environments {
+            if let error = reconcile(env, from: start, to: now, &report) {
+                report.error = error
+                break
+            }
+        }
+        return .success(report)
+    }
+
+    private func newestRecorded() -> Result<Int64?, BillingError> {
+        let done = DispatchSemaphore(value: 0)
+        let result = Mutex<Result<Int64?, BillingError>>(.success(nil))
+        store.read({ ledger throws(BillingError) in try ledger.newestNotificationSignedMs() }) { r in
+            result.withLock { $0 = r }
+            done.signal()
+        }
+        done.wait()
+        return result.withLock { $0 }
+    }
+
+    /// One environment's pages; the error that stopped it, if any.
+    private func reconcile(_ env: AppStoreAPIEnvironment, from start: Int64, to end: Int64, _ report: inout Report) -> String? {
+        var token: String?
+        for _ in 0..<Self.maxPages {
+            let page: AppStoreAPIClient.NotificationPage
+            do {
+                page = try link.client.notificationHistory(startMs: start, endMs: end, paginationToken: token, in: env)
+            } catch {
+                return link.map(error, transactionID: nil).description + " (\(env.rawValue))"
+            }
+            report.pages += 1
+            for signed in page.signedPayloads {
+                let outcome = applyOne(signed)
+                switch outcome {
+                case .done(.applied): report.applied += 1; count(env, "applied", 1)
+                case .done(.duplicate): report.duplicate += 1; count(env, "duplicate", 1)
+                case .done(.ignored): report.ignored += 1; count(env, "ignored", 1)
+                case .rejected: report.rejected += 1; count(env, "rejected", 1)
+                case .unavailable(let detail): return "storage unavailable: \(detail)"
+                }
+            }
+            guard page.hasMore, let next = page.paginationToken else { return nil }
+            token = next
+        }
+        return "stopped after \(Self.maxPages) pages; the next run continues"
+    }
+
+    private func applyOne(_ signed: String) -> NotificationProcessor.Outcome {
+        let done = DispatchSemaphore(value: 0)
+        let outcome = Mutex<NotificationProcessor.Outcome>(.unavailable(detail: "no answer"))
+        processor.process(signedPayload: signed) { o, _ in
+            outcome.withLock { $0 = o }
+            done.signal()
+        }
+        done.wait()
+        return outcome.withLock { $0 }
+    }
+}
