@@ -20,7 +20,7 @@ def _generate_stubs():
     from grpc_tools import protoc
     os.makedirs(GEN, exist_ok=True)
     rc = protoc.main(["protoc", f"-I{ROOT}/schemas", f"--python_out={GEN}", f"--grpc_python_out={GEN}",
-                      "billing/v1/billing.proto"])
+                      "billing/v1/billing.proto", "billing/admin/v1/admin.proto"])
     assert rc == 0, "protoc failed"
 
 

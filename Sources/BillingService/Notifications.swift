@@ -83,6 +83,17 @@ public final class NotificationProcessor: Sendable {
         }
     }
 
+    /// Verifies a signed notification without applying it: its UUID and type (a TEST notification's status).
+    public func verifyOnly(signedPayload: String) -> Result<Summary, BillingError> {
+        var summary = Summary()
+        switch verify(signed: signedPayload, &summary) {
+        case .success: return .success(summary)
+        case .failure(let f):
+            return .failure(f.reason == "WRONG_APP" ? .wrongApp(detail: f.detail) : f.reason == "RECEIPT_MALFORMED"
+                ? .receiptMalformed(detail: f.detail) : .receiptUntrusted(detail: f.detail))
+        }
+    }
+
     struct Refusal: Error {
         var reason: String
         var detail: String

@@ -117,6 +117,10 @@ public final class App: Sendable {
         }
         var router = Router()
         service.register(in: &router)
+        let reconciler = self.reconciler, reconcileQueue = self.reconcileQueue
+        AdminService(link: appStore, store: store, verifier: verifierSettings == nil ? nil : verifier, processor: processor, catalog: catalog) { since in
+            App.reconcile(reconciler, on: reconcileQueue, sinceMs: since, metrics: metrics, logger: logger)
+        }.register(in: &router)
         if let apiKeys {
             router.authenticate { apiKeys.check($0) }
         }
@@ -257,8 +261,13 @@ public final class App: Sendable {
     /// Runs a reconciliation now (on its queue) and logs its report.
     @discardableResult
     public func reconcile(sinceMs: Int64? = nil) -> Result<Reconciler.Report, BillingError>? {
+        App.reconcile(reconciler, on: reconcileQueue, sinceMs: sinceMs, metrics: metrics, logger: logger)
+    }
+
+    static func reconcile(_ reconciler: Reconciler?, on queue: DispatchQueue, sinceMs: Int64?, metrics: BillingMetrics,
+                          logger: Logger) -> Result<Reconciler.Report, BillingError>? {
         guard let reconciler else { return nil }
-        let result = reconcileQueue.sync { reconciler.run(sinceMs: sinceMs) }
+        let result = queue.sync { reconciler.run(sinceMs: sinceMs) }
         switch result {
         case .success(let r):
             metrics.reconcileRuns.inc([r.error == nil ? "ok" : "incomplete"])

@@ -8,7 +8,7 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-FILES = ["billing/v1/billing.proto", "grpc/health/v1/health.proto"]
+FILES = ["billing/v1/billing.proto", "billing/admin/v1/admin.proto", "grpc/health/v1/health.proto"]
 
 
 def main():

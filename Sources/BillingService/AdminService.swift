@@ -1,0 +1,189 @@
+import AppStoreAPI
+public import Billing
+import BillingAPI
+import Dispatch
+import ProtoWire
+public import RPC
+
+/// billing.admin.v1.Admin: reconciliation on demand, order-id lookups for support staff, test
+/// notifications. Every method calls the App Store Server API (blocking), so each runs on the
+/// verification queue, never on an event loop. Without credentials every method answers
+/// FAILED_PRECONDITION APPSTORE_API_NOT_CONFIGURED.
+public final class AdminService: Sendable {
+    public static let reconcile = "billing.admin.v1.Admin/Reconcile"
+    public static let lookUpOrder = "billing.admin.v1.Admin/LookUpOrder"
+    public static let requestTestNotification = "billing.admin.v1.Admin/RequestTestNotification"
+    public static let getTestNotificationStatus = "billing.admin.v1.Admin/GetTestNotificationStatus"
+
+    private let link: AppStoreLink?
+    private let store: any OrderStore
+    private let verifier: (any ProofVerifier)?
+    private let processor: NotificationProcessor?
+    private let catalog: Catalog?
+    /// Runs a reconciliation (waiting for one already running); nil when reconciliation is not possible.
+    private let runReconcile: @Sendable (Int64?) -> Result<Reconciler.Report, BillingError>?
+
+    public init(link: AppStoreLink?, store: any OrderStore, verifier: (any ProofVerifier)?, processor: NotificationProcessor?,
+                catalog: Catalog?, reconcile: @escaping @Sendable (Int64?) -> Result<Reconciler.Report, BillingError>?) {
+        self.link = link
+        self.store = store
+        self.verifier = verifier
+        self.processor = processor
+        self.catalog = catalog
+        runReconcile = reconcile
+    }
+
+    public func register(in router: inout Router) {
+        router.register(Self.reconcile, ReconcileRequest.self) { [self] _, request, responder in
+            offLoop(responder) { () throws(BillingError) in try self.reconcile(request) }
+        }
+        router.register(Self.lookUpOrder, LookUpOrderRequest.self) { [self] context, request, responder in
+            context.note("customer_order_id", String(request.customerOrderID.prefix(64)))
+            offLoop(responder) { () throws(BillingError) in try self.lookUp(request) }
+        }
+        router.register(Self.requestTestNotification, RequestTestNotificationRequest.self) { [self] _, request, responder in
+            offLoop(responder) { () throws(BillingError) in try self.requestTest(request) }
+        }
+        router.register(Self.getTestNotificationStatus, GetTestNotificationStatusRequest.self) { [self] _, request, responder in
+            offLoop(responder) { () throws(BillingError) in try self.testStatus(request) }
+        }
+    }
+
+    private func offLoop<M: ProtoMessage>(_ responder: Responder, _ work: @escaping @Sendable () throws(BillingError) -> M) {
+        verificationQueue.async {
+            do throws(BillingError) {
+                responder.succeed(try work())
+            } catch {
+                responder.fail(error.rpcError)
+            }
+        }
+    }
+
+    private func needLink(_ feature: String) throws(BillingError) -> AppStoreLink {
+        guard let link else { throw .appStoreAPINotConfigured(feature: feature) }
+        return link
+    }
+
+    func reconcile(_ request: ReconcileRequest) throws(BillingError) -> ReconcileResponse {
+        _ = try needLink("Reconcile")
+        if request.sinceTimeMs < 0 { throw .invalidField(field: "since_time_ms", problem: "is negative") }
+        guard let result = runReconcile(request.sinceTimeMs == 0 ? nil : request.sinceTimeMs) else {
+            throw .appStoreAPINotConfigured(feature: "Reconcile (no --bundle-id or --trust-root to verify notifications with)")
+        }
+        let report = try result.get()
+        if let error = report.error { throw .appStoreAPIUnavailable(detail: error) }
+        var r = ReconcileResponse()
+        r.startTimeMs = report.startMs
+        r.endTimeMs = report.endMs
+        r.pages = Int32(clamping: report.pages)
+        r.applied = Int32(clamping: report.applied)
+        r.duplicate = Int32(clamping: report.duplicate)
+        r.ignored = Int32(clamping: report.ignored)
+        r.rejected = Int32(clamping: report.rejected)
+        return r
+    }
+
+    /// An order id from a receipt email: letters and digits, at most 64.
+    static func isCustomerOrderID(_ s: String) -> Bool {
+        !s.isEmpty && s.utf8.count <= 64 && s.utf8.allSatisfy {
+            ($0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9")) || ($0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z"))
+                || ($0 >= UInt8(ascii: "a") && $0 <= UInt8(ascii: "z"))
+        }
+    }
+
+    func lookUp(_ request: LookUpOrderRequest) throws(BillingError) -> LookUpOrderResponse {
+        let link = try needLink("LookUpOrder")
+        guard Self.isCustomerOrderID(request.customerOrderID) else {
+            throw .invalidField(field: "customer_order_id", problem: "is not an order id (letters and digits, as on the receipt email)")
+        }
+        guard let verifier else { throw .receiptUntrusted(detail: "billingd trusts no root to verify Apple's answer with") }
+        var response = LookUpOrderResponse()
+        for env in link.environments {
+            let signed: [String]?
+            do {
+                signed = try link.client.lookUpOrder(request.customerOrderID, in: env)
+            } catch {
+                throw link.map(error, transactionID: nil)
+            }
+            guard let signed else { continue }
+            response.found = true
+            response.environment = env == .production ? .production : .sandbox
+            var ids: [String] = []
+            for jws in signed {
+                let t = try verifier.verifySignedTransaction(jws).get()
+                ids.append(t.transactionID)
+                response.transactions.append(BillingAPI.Transaction(t, catalog: catalog))
+            }
+            let wanted = ids
+            let owned = try read { ledger throws(BillingError) -> [(String, Billing.Order?)] in
+                var out: [(String, Billing.Order?)] = []
+                for id in wanted {
+                    guard let o = try ledger.owned(transactionID: id) else { continue }
+                    out.append((o.accountID, try o.orderID.flatMap { id throws(BillingError) in try ledger.order(id: id) }))
+                }
+                return out
+            }
+            for (account, order) in owned {
+                if !account.isEmpty && !response.accountIDs.contains(account) { response.accountIDs.append(account) }
+                if let order, !response.orders.contains(where: { $0.orderID == order.id }) { response.orders.append(BillingAPI.Order(order)) }
+            }
+            break
+        }
+        return response
+    }
+
+    static func environment(_ e: BillingAPI.Environment, field: String) throws(BillingError) -> AppStoreAPIEnvironment {
+        switch e {
+        case .production: return .production
+        case .sandbox, .unspecified: return .sandbox
+        default: throw .invalidField(field: field, problem: "is not PRODUCTION or SANDBOX")
+        }
+    }
+
+    func requestTest(_ request: RequestTestNotificationRequest) throws(BillingError) -> RequestTestNotificationResponse {
+        let link = try needLink("RequestTestNotification")
+        let env = try Self.environment(request.environment, field: "environment")
+        var r = RequestTestNotificationResponse()
+        do {
+            r.testNotificationToken = try link.client.requestTestNotification(in: env)
+        } catch {
+            throw link.map(error, transactionID: nil)
+        }
+        r.environment = env == .production ? .production : .sandbox
+        return r
+    }
+
+    func testStatus(_ request: GetTestNotificationStatusRequest) throws(BillingError) -> GetTestNotificationStatusResponse {
+        let link = try needLink("GetTestNotificationStatus")
+        let env = try Self.environment(request.environment, field: "environment")
+        let token = request.testNotificationToken
+        guard !token.isEmpty, token.utf8.count <= 128 else {
+            throw .invalidField(field: "test_notification_token", problem: "is empty or longer than 128 bytes")
+        }
+        let status: (signedPayload: String, attempts: [String])
+        do {
+            status = try link.client.testNotificationStatus(token, in: env)
+        } catch .notFound {
+            throw .invalidField(field: "test_notification_token", problem: "is unknown to the App Store or expired")
+        } catch {
+            throw link.map(error, transactionID: nil)
+        }
+        var r = GetTestNotificationStatusResponse()
+        r.sendAttemptResults = status.attempts.map { String($0.prefix(64)) }
+        if let processor {
+            r.notificationUUID = try processor.verifyOnly(signedPayload: status.signedPayload).get().uuid
+        }
+        return r
+    }
+
+    private func read<T: Sendable>(_ body: @escaping @Sendable (any PurchaseLedger) throws(BillingError) -> T) throws(BillingError) -> T {
+        let done = DispatchSemaphore(value: 0)
+        nonisolated(unsafe) var result: Result<T, BillingError> = .failure(.storageUnavailable(detail: "no answer"))
+        store.read(body) { r in
+            result = r
+            done.signal()
+        }
+        done.wait()
+        return try result.get()
+    }
+}
