@@ -149,18 +149,28 @@ public enum PurchaseRules {
     /// one nobody owns yet attaches to this account.
     public static func restore(_ ledger: some PurchaseLedger, accountID: String, transactions: [StoreTransaction],
                                policy: RestorePolicy, context: RuleContext) throws(BillingError) -> [Entitlement] {
-        var refreshed = Set<String>()
         for original in Set(transactions.map(\.originalTransactionID)).sorted() {
             try ledger.lockSubscription(originalTransactionID: original)
         }
+        // Every transaction is recorded first, then each entitlement is refreshed once from all of them: a
+        // refresh in between would settle a subscription on its oldest renewal (the later ones not yet recorded).
+        var keys: [String] = []
+        var touched: [String: (transaction: StoreTransaction, transferred: Bool)] = [:]
         for t in transactions where kind(of: t, catalog: context.catalog) != .consumable {
             let (owned, from) = try record(ledger, t, owner: accountID, transfer: policy == .transfer, context: context)
             guard owned.accountID == accountID else { continue }
             let key = EntitlementRecord.key(kind: kind(of: t, catalog: context.catalog), productID: t.productID,
                                             originalTransactionID: t.originalTransactionID)
-            if from != nil || refreshed.insert(key).inserted {
-                try refresh(ledger, accountID: accountID, for: owned.transaction, context: context, transferred: from != nil)
+            if let seen = touched[key] {
+                touched[key] = (owned.transaction, seen.transferred || from != nil)
+            } else {
+                touched[key] = (owned.transaction, from != nil)
+                keys.append(key)
             }
+        }
+        for key in keys {
+            let (transaction, transferred) = touched[key]!
+            try refresh(ledger, accountID: accountID, for: transaction, context: context, transferred: transferred)
         }
         return try ledger.entitlements(accountID: accountID).map { $0.entitlement(nowMs: context.nowMs) }
             .sorted { ($0.productID, $0.originalTransactionID) < ($1.productID, $1.originalTransactionID) }

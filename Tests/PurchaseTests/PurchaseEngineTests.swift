@@ -255,6 +255,29 @@ struct PurchaseEngineTests {
         #expect(e.first { $0.productID == "premium" }?.active == true)
     }
 
+    @Test("restore: a subscription's renewals oldest first end on the newest (all recorded before the entitlement is computed)",
+          arguments: Backend.all)
+    func restoreRenewalsOldestFirst(_ backend: Backend) throws {
+        let h = Harness(backend)
+        defer { h.store.close() }
+        let month: Int64 = 30 * 86_400_000
+        let first = Shop.now - 5 * month + 1000
+        var jws: [String] = []
+        for i in 0..<6 {
+            let purchase: Int64 = first + Int64(i) * month
+            let expires: Int64 = purchase + month
+            jws.append(Shop.jws(String(8000 + i), product: "pro.monthly", type: "Auto-Renewable Subscription", purchase: purchase,
+                                expires: expires, original: "8000"))
+        }
+        for (account, order) in [("acct-up", jws), ("acct-down", Array(jws.reversed()))] {
+            let e = try h.restore(account, jws: order).get()
+            #expect(e.count == 1)
+            #expect(e.first?.latestTransactionID == "8005")
+            #expect(e.first?.expiresTimeMs == first + 6 * month)
+            #expect(e.first?.active == true)
+        }
+    }
+
     @Test("restore moves a purchase to the restoring account under transfer, not under keep", arguments: Backend.all)
     func restorePolicy(_ backend: Backend) throws {
         let transfer = Harness(backend, policy: .transfer)
