@@ -74,6 +74,7 @@ let package = Package(
             name: "PurchaseTests", dependencies: ["TestSupport", "Billing", "BillingService", "AppStore", "Crypto", "Storage"],
             swiftSettings: strict),
         .testTarget(name: "StorageTests", dependencies: ["TestSupport", "Storage", "Billing"], swiftSettings: strict),
+        .testTarget(name: "AppStoreAPITests", dependencies: ["AppStoreAPI", "Crypto"], swiftSettings: strict),
         .testTarget(name: "HTTPFrontTests", dependencies: ["TestSupport", "HTTPFront"], swiftSettings: strict),
         .testTarget(
             name: "ServerTests",
