@@ -252,6 +252,13 @@ class FakeAppStore:
         config.loglevel = "WARNING"
         started = threading.Event()
         self._loop = _Loop()
+
+        def quiet(loop, context):
+            # A client that drops its connection, or holds it open through stop(), is no fault of the fake.
+            if not isinstance(context.get("exception"), (TimeoutError, ConnectionError, ssl.SSLError)):
+                loop.default_exception_handler(context)
+
+        self._loop.set_exception_handler(quiet)
         self._stop_event = None
         self._error = None
 

@@ -634,11 +634,41 @@ def test_unknown_paths_are_404(fake, keys):
         assert requests.request(method, fake.url + path, headers=headers, verify=fake.ca_path).status_code == 404
 
 
+def h2_get(tls, path, token):
+    """One GET on an HTTP/2 connection (the h2 library as a plain peer); returns (status, body)."""
+    import h2.config
+    import h2.connection
+    import h2.events
+    conn = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+    conn.initiate_connection()
+    conn.send_headers(1, [(":method", "GET"), (":path", path), (":scheme", "https"), (":authority", "127.0.0.1"),
+                          ("authorization", "Bearer " + token)], end_stream=True)
+    tls.sendall(conn.data_to_send())
+    status, body = None, b""
+    while True:
+        for event in conn.receive_data(tls.recv(65535)):
+            if isinstance(event, h2.events.ResponseReceived):
+                status = dict(event.headers)[b":status"]
+            elif isinstance(event, h2.events.DataReceived):
+                body += event.data
+            elif isinstance(event, h2.events.StreamEnded):
+                return status, body
+        tls.sendall(conn.data_to_send())
+
+
 def test_stop_leaves_no_thread_or_port(keys):
+    """stop() is quick and complete even while a client keeps its HTTP/2 connection open, as billingd does."""
     before = set(threading.enumerate())
     fake = start_fake(keys)
     port = fake.port
-    fake.stop()
+    context = ssl.create_default_context(cafile=fake.ca_path)
+    context.set_alpn_protocols(["h2"])
+    with context.wrap_socket(socket.create_connection(("127.0.0.1", port), timeout=5),
+                             server_hostname="127.0.0.1") as tls:
+        assert h2_get(tls, "/inApps/v1/lookup/NONE", mint_jwt(keys["p8"])) == (b"200", b'{"status": 1}')
+        started = time.time()
+        fake.stop()
+        assert time.time() - started < 2
     fake.stop()  # idempotent
     assert set(threading.enumerate()) == before
     with pytest.raises(OSError):
