@@ -11,7 +11,6 @@ import socket
 import ssl
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 import warnings
@@ -80,9 +79,9 @@ DAY = 86400000
 
 
 @pytest.fixture(scope="module")
-def keys():
+def keys(tmp_path_factory):
     """Test store (billingctl teststore init) and an API key pair, in one temporary directory."""
-    d = tempfile.mkdtemp(prefix="fake-appstore-test-")
+    d = str(tmp_path_factory.mktemp("fake-appstore"))
     subprocess.run([binary("billingctl"), "teststore", "init", d], check=True, capture_output=True, timeout=30)
     p8, public_pem = make_api_key(d)
     with open(os.path.join(d, "root.pem"), "rb") as f:
@@ -567,13 +566,13 @@ def test_rejects_bad_tokens(fake, keys, reason):
     assert fake.requests[-1]["auth_error"] == {"no exp": "exp"}.get(reason, reason)
 
 
-def test_accepts_good_tokens_and_refuses_others(fake, keys, monkeypatch):
+def test_accepts_good_tokens_and_refuses_others(fake, keys, monkeypatch, tmp_path):
     fake.add_transaction(tx("9100000002"))
     url = fake.url + "/inApps/v1/transactions/9100000002"
     for token in (mint_jwt(keys["p8"]), mint_jwt(keys["p8"], drop=("iat",)),
                   mint_jwt(keys["p8"], claims={"exp": int(time.time()) + 3600})):
         assert requests.get(url, verify=fake.ca_path, headers={"Authorization": "Bearer " + token}).status_code == 200
-    other_key = make_api_key(tempfile.mkdtemp(prefix="fake-appstore-key-"))[0]
+    other_key = make_api_key(str(tmp_path))[0]
     with open(other_key, "rb") as f:
         foreign = mint_jwt(f.read())
     for headers in ({}, {"Authorization": "Bearer " + foreign}, {"Authorization": "Basic abc"}):
