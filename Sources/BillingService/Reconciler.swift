@@ -8,7 +8,8 @@ import Synchronization
 /// the same path as a delivery. Dedupe by notificationUUID makes repeats harmless, so ranges may overlap.
 ///
 /// A run covers, per accepted environment, from `since` (or the newest recorded notification's signedDate
-/// less `margin`; with none recorded, now less `margin`), clamped to Apple's 180 days, up to now.
+/// less `margin`; with none recorded, now less `margin`), clamped to what Apple keeps (180 days in
+/// production, 30 in the sandbox), up to now.
 /// One run at a time; every call blocks its thread.
 public final class Reconciler: Sendable {
     public struct Report: Sendable, Equatable {
@@ -24,8 +25,8 @@ public final class Reconciler: Sendable {
         public init() {}
     }
 
-    /// Apple keeps 180 days of notification history.
-    public static let historyDays: Int64 = 180
+    /// How far back Apple keeps notification history: 180 days in production, 30 in the sandbox.
+    public static func historyDays(_ environment: AppStoreAPIEnvironment) -> Int64 { environment == .production ? 180 : 30 }
     /// Pages per environment per run: 20 notifications a page, so at most 100,000 notifications.
     public static let maxPages = 5000
 
@@ -71,12 +72,12 @@ public final class Reconciler: Sendable {
                 return .success(report)
             }
         }
-        // Apple refuses a start older than 180 days; a minute of room for the request's flight.
-        start = max(start, now - Self.historyDays * 86_400_000 + 60_000)
         start = min(start, now)
         report.startMs = start
         for env in link.environments {
-            if let error = reconcile(env, from: start, to: now, &report) {
+            // Apple refuses a start older than it keeps (a minute of room for the request's flight).
+            let from = max(start, now - Self.historyDays(env) * 86_400_000 + 60_000)
+            if let error = reconcile(env, from: from, to: now, &report) {
                 report.error = error
                 break
             }

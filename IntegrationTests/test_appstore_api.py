@@ -1,0 +1,314 @@
+"""billingd as a client of the App Store Server API, against the local fake (appstore_fake.py, itself proven
+faithful to Apple's own client library in test_appstore_fake.py): restore by transaction id, reconciliation
+of missed notifications, order-id lookups, test notifications, consumption answers, tokens, retries and
+failures as a caller sees them."""
+import base64
+import json
+import os
+import re
+import shutil
+import subprocess
+import tempfile
+import time
+import urllib.request
+
+import grpc
+import pytest
+
+import appstore_mint as mint
+from appstore_fake import FakeAppStore, make_api_key
+from billing.admin.v1 import admin_pb2, admin_pb2_grpc
+from billing.v1 import billing_pb2 as pb
+from conftest import Billingd, binary, free_port
+from helpers import billing, expect_error
+
+ISSUER = "57246542-96fe-1a63-e053-0824d011072a"
+KEY_ID = "2X9R4HXF34"
+SUB = "com.example.pro.monthly"
+LIFETIME = "com.example.lifetime"
+COINS = "com.example.coins100"
+DAY = 86_400_000
+
+
+def now_ms():
+    return int(time.time() * 1000)
+
+
+class World:
+    """A test store, an API key, a production fake, a sandbox fake and one billingd that calls both."""
+
+    def __init__(self, *extra_flags, page_size=20):
+        self.dir = tempfile.mkdtemp(prefix="billingd-appstore-api-")
+        self.store = os.path.join(self.dir, "teststore")
+        subprocess.run([binary("billingctl"), "teststore", "init", self.store], check=True, capture_output=True)
+        self.p8, public = make_api_key(self.dir)
+        self.signer = mint.Signer(self.store)
+        common = dict(bundle_id=mint.BUNDLE, issuer_id=ISSUER, key_id=KEY_ID, api_public_key_pem=public, page_size=page_size)
+        self.production = FakeAppStore(self.store, environment="Production", **common)
+        self.sandbox = FakeAppStore(self.store, environment="Sandbox", **common)
+        self.ca = os.path.join(self.dir, "fakes-ca.pem")
+        with open(self.ca, "w") as out:
+            for fake in (self.production, self.sandbox):
+                out.write(open(fake.ca_path).read())
+        self.notify_port = free_port()
+        self.billingd = Billingd(
+            "--dev", "--dev-store", self.store, "--bundle-id", mint.BUNDLE,
+            "--appstore-api-key-id", KEY_ID, "--appstore-api-issuer-id", ISSUER, "--appstore-api-private-key", self.p8,
+            "--appstore-api-url", self.production.url, "--appstore-api-sandbox-url", self.sandbox.url,
+            "--appstore-api-ca", self.ca, "--notifications-listen", f"127.0.0.1:{self.notify_port}", *extra_flags)
+        self.sandbox.notification_url = f"http://127.0.0.1:{self.notify_port}/appstore/notifications"
+        self.channel = self.billingd.channel()
+        self.api = billing(self.channel)
+        self.admin = admin_pb2_grpc.AdminStub(self.channel)
+
+    def close(self):
+        self.channel.close()
+        self.billingd.stop()
+        self.production.stop()
+        self.sandbox.stop()
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+    def deliver(self, signed_payload):
+        """Posts a notification as Apple does; the HTTP status and the JSON answer."""
+        req = urllib.request.Request(f"http://127.0.0.1:{self.notify_port}/appstore/notifications", data=mint.body(signed_payload),
+                                     headers={"Content-Type": "application/json"}, method="POST")
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return r.status, json.loads(r.read())
+
+
+@pytest.fixture(scope="module")
+def world():
+    w = World("--reconcile-interval", "0", "--consumption-answers", "auto")
+    yield w
+    w.close()
+
+
+def subscription_history(fake, original, start_ms, renewals, customer=None):
+    """A monthly subscription bought at start_ms and renewed `renewals` times; the transactions' ids."""
+    ids = []
+    for i in range(renewals + 1):
+        tid = str(int(original) + i)
+        purchase = start_ms + i * 30 * DAY
+        fake.add_transaction(mint.transaction(tid, SUB, original=original, purchase_ms=purchase, expires_ms=purchase + 30 * DAY,
+                                              signed_ms=purchase), customer=customer)
+        ids.append(tid)
+    return ids
+
+
+def test_restore_by_transaction_id_falls_back_to_sandbox_and_pages(world):
+    start = now_ms() - 200 * DAY
+    # 25 transactions: two pages of 20 in the sandbox; production knows none of them.
+    ids = subscription_history(world.sandbox, "7100000000", start, 23, customer="alice")
+    world.sandbox.add_transaction(mint.transaction("7100000900", LIFETIME, product_type=mint.NON_CONSUMABLE, purchase_ms=start,
+                                                   signed_ms=start), customer="alice")
+    world.production.reset_requests()
+    world.sandbox.reset_requests()
+    r = world.api.RestorePurchases(pb.RestorePurchasesRequest(account_id="acct-restore", transaction_ids=[ids[3]]), timeout=30)
+    products = {e.product_id: e for e in r.entitlements}
+    assert set(products) == {SUB, LIFETIME}
+    assert products[SUB].active and products[SUB].original_transaction_id == "7100000000"
+    assert products[SUB].environment == pb.ENVIRONMENT_SANDBOX
+    # Production was asked first and did not know the id; the sandbox answered both pages.
+    prod = [q for q in world.production.requests if q["path"].startswith("/inApps/v2/history/")]
+    sand = [q for q in world.sandbox.requests if q["path"].startswith("/inApps/v2/history/")]
+    assert len(prod) == 1 and prod[0]["status"] == 404
+    assert [q["status"] for q in sand] == [200, 200]
+    assert "revision" not in sand[0]["query"] and sand[1]["query"]["revision"]
+    assert all(q["http_version"] == "2" for q in prod + sand)
+    # GetEntitlements now answers from billingd's own records, without a proof.
+    owned = world.api.GetEntitlements(pb.GetEntitlementsRequest(account_id="acct-restore"))
+    assert {e.product_id for e in owned.entitlements} == {SUB, LIFETIME}
+
+
+def test_tokens_are_apples_shape_and_reused(world):
+    world.sandbox.reset_requests()
+    world.sandbox.add_transaction(mint.transaction("7200000000", LIFETIME, product_type=mint.NON_CONSUMABLE,
+                                                   purchase_ms=now_ms() - DAY, signed_ms=now_ms() - DAY))
+    for account in ("acct-token-1", "acct-token-2"):
+        try:
+            world.api.RestorePurchases(pb.RestorePurchasesRequest(account_id=account, transaction_ids=["7200000000"]), timeout=30)
+        except grpc.RpcError as e:
+            # The second account finds the purchase owned by the first (transfer policy moves it; both succeed).
+            raise AssertionError(e)
+    seen = [q for q in world.sandbox.requests if q["auth_error"] is None]
+    assert len(seen) >= 2
+    for q in seen:
+        h, c = q["jwt_header"], q["jwt_claims"]
+        assert h == {"alg": "ES256", "kid": KEY_ID, "typ": "JWT"}
+        assert c["iss"] == ISSUER and c["aud"] == "appstoreconnect-v1" and c["bid"] == mint.BUNDLE
+        assert 0 < c["exp"] - c["iat"] <= 3600
+        assert abs(c["iat"] - time.time()) < 120
+    # One token for both calls (reused until near its expiry).
+    assert len({json.dumps(q["jwt_claims"], sort_keys=True) for q in seen}) == 1
+
+
+def test_restore_refusals(world):
+    call = world.api.RestorePurchases
+    expect_error(call, grpc.StatusCode.NOT_FOUND, "TRANSACTION_NOT_FOUND",
+                 request=pb.RestorePurchasesRequest(account_id="acct-x", transaction_ids=["7999999999"]), timeout=30)
+    expect_error(call, grpc.StatusCode.INVALID_ARGUMENT, "INVALID_FIELD",
+                 request=pb.RestorePurchasesRequest(account_id="acct-x", transaction_ids=["12ab"]))
+    expect_error(call, grpc.StatusCode.INVALID_ARGUMENT, "INVALID_FIELD",
+                 request=pb.RestorePurchasesRequest(account_id="acct-x", transaction_ids=[str(i) for i in range(21)]))
+    expect_error(call, grpc.StatusCode.INVALID_ARGUMENT, "INVALID_FIELD",
+                 request=pb.RestorePurchasesRequest(account_id="", transaction_ids=["7100000000"]))
+
+
+def test_rate_limits_and_outages(world):
+    world.sandbox.add_transaction(mint.transaction("7300000000", LIFETIME, product_type=mint.NON_CONSUMABLE,
+                                                   purchase_ms=now_ms() - DAY, signed_ms=now_ms() - DAY))
+    # 429 with Retry-After, then an answer: the caller sees only success, about a second later.
+    world.sandbox.reset_requests()
+    world.sandbox.fail_next(429, retry_after=1, path_prefix="/inApps/v2/history/")
+    started = time.monotonic()
+    r = world.api.RestorePurchases(pb.RestorePurchasesRequest(account_id="acct-429", transaction_ids=["7300000000"]), timeout=30)
+    assert [e.product_id for e in r.entitlements] == [LIFETIME]
+    assert time.monotonic() - started >= 0.9
+    statuses = [q["status"] for q in world.sandbox.requests if q["path"].startswith("/inApps/v2/history/")]
+    assert statuses == [429, 200]
+    # 5xx on every attempt: UNAVAILABLE APPSTORE_API_UNAVAILABLE after a bounded number of tries.
+    world.sandbox.reset_requests()
+    world.sandbox.fail_next(503, count=10, path_prefix="/inApps/v2/history/")
+    expect_error(world.api.RestorePurchases, grpc.StatusCode.UNAVAILABLE, "APPSTORE_API_UNAVAILABLE",
+                 request=pb.RestorePurchasesRequest(account_id="acct-503", transaction_ids=["7300000000"]), timeout=60)
+    tries = [q for q in world.sandbox.requests if q["path"].startswith("/inApps/v2/history/")]
+    assert len(tries) == 4
+    world.sandbox.fail_next(503, count=0)  # nothing left over for the next test
+    # A bad key id is Apple's 401: refused credentials are UNAVAILABLE for the caller and an error in the log.
+
+
+def test_reconcile_applies_what_was_missed_once(world):
+    base = now_ms() - 2 * DAY
+    # A purchase the account proves, then a REFUND billingd never received (the endpoint was down).
+    tx = mint.transaction("7400000000", LIFETIME, product_type=mint.NON_CONSUMABLE, purchase_ms=base, signed_ms=base)
+    world.api.RestorePurchases(pb.RestorePurchasesRequest(account_id="acct-recon", signed_transactions=[world.signer.sign(
+        dict(tx, environment="Sandbox"))]))
+    refunded = dict(tx, revocationDate=base + 3_600_000, revocationReason=0, signedDate=base + 3_600_000)
+    world.sandbox.add_notification({"notificationType": "REFUND", "signedDate": base + 3_600_000,
+                                    "data": {"signedTransactionInfo": refunded}})
+    r = world.admin.Reconcile(admin_pb2.ReconcileRequest(since_time_ms=base - DAY), timeout=60)
+    assert (r.applied, r.duplicate, r.rejected) == (1, 0, 0)
+    assert r.pages >= 2  # production (empty) and sandbox
+    owned = world.api.GetEntitlements(pb.GetEntitlementsRequest(account_id="acct-recon", include_inactive=True))
+    [e] = [e for e in owned.entitlements if e.product_id == LIFETIME]
+    assert not e.active and e.revocation_time_ms == base + 3_600_000
+    # Again: everything is a duplicate, nothing changes.
+    again = world.admin.Reconcile(admin_pb2.ReconcileRequest(since_time_ms=base - DAY), timeout=60)
+    assert again.applied == 0 and again.duplicate >= 1
+    events = world.api.ListEvents(pb.ListEventsRequest(account_id="acct-recon"))
+    assert [ev.type for ev in events.events].count(pb.EVENT_TYPE_ENTITLEMENT_REVOKED) == 1
+
+
+def test_reconcile_pages_through_history(tmp_path):
+    w = World("--reconcile-interval", "0", page_size=3)
+    try:
+        base = now_ms() - 3 * DAY
+        for i in range(10):
+            w.sandbox.add_notification({"notificationType": "TEST", "signedDate": base + i * 1000})
+        r = w.admin.Reconcile(admin_pb2.ReconcileRequest(since_time_ms=base - 1000), timeout=60)
+        assert r.applied == 10 and r.pages == 1 + 4  # production: one empty page; sandbox: 3+3+3+1
+        tokens = [q["query"].get("paginationToken") for q in w.sandbox.requests if q["path"] == "/inApps/v1/notifications/history"]
+        assert tokens[0] is None and all(tokens[1:])
+        bodies = [q["json"] for q in w.sandbox.requests if q["path"] == "/inApps/v1/notifications/history"]
+        assert all(b["startDate"] == base - 1000 for b in bodies)
+    finally:
+        w.close()
+
+
+def test_reconcile_at_start_from_newest_recorded(tmp_path):
+    w = World("--reconcile-interval", "0")
+    try:
+        # A delivery billingd got, then one it missed: the next start reconciles from the newest recorded less the margin.
+        first = now_ms() - 5 * 3_600_000
+        assert w.deliver(mint.notification(w.signer, "TEST", signed_ms=first, environment="Sandbox"))[1] == {"result": "applied"}
+        w.sandbox.add_notification({"notificationType": "TEST", "signedDate": first + 60_000})
+        w.billingd.stop()
+        w.billingd.flags = [f for f in w.billingd.flags if f not in ("--reconcile-interval", "0")] + ["--reconcile-margin", "600"]
+        w.sandbox.reset_requests()
+        w.billingd.start()
+        deadline = time.time() + 20
+        while time.time() < deadline and "reconciliation" not in w.billingd.log():
+            time.sleep(0.1)
+        line = [json.loads(l) for l in w.billingd.log().splitlines() if '"reconciliation"' in l][-1]
+        assert line["applied"] == 1 and line["error"] == ""
+        [body] = [q["json"] for q in w.sandbox.requests if q["path"] == "/inApps/v1/notifications/history"]
+        assert body["startDate"] == first - 600_000
+    finally:
+        w.close()
+
+
+def test_look_up_order(world):
+    t = now_ms() - DAY
+    tx = mint.transaction("7500000000", COINS, product_type="Consumable", purchase_ms=t, signed_ms=t)
+    world.sandbox.add_transaction(tx, order_id="MK5TTTVWJH")
+    order = world.api.CreateOrder(pb.CreateOrderRequest(account_id="acct-lookup", product_id=COINS, idempotency_key="k1")).order
+    world.api.SubmitReceipt(pb.SubmitReceiptRequest(order_id=order.order_id, signed_transaction=world.signer.sign(
+        dict(tx, environment="Sandbox"))))
+    r = world.admin.LookUpOrder(admin_pb2.LookUpOrderRequest(customer_order_id="MK5TTTVWJH"), timeout=30)
+    assert r.found and r.environment == pb.ENVIRONMENT_SANDBOX
+    assert [x.transaction_id for x in r.transactions] == ["7500000000"]
+    assert [o.order_id for o in r.orders] == [order.order_id] and list(r.account_ids) == ["acct-lookup"]
+    missing = world.admin.LookUpOrder(admin_pb2.LookUpOrderRequest(customer_order_id="NOSUCHORDER"), timeout=30)
+    assert not missing.found and not missing.transactions
+    expect_error(world.admin.LookUpOrder, grpc.StatusCode.INVALID_ARGUMENT, "INVALID_FIELD",
+                 request=admin_pb2.LookUpOrderRequest(customer_order_id="../x"))
+
+
+def test_test_notification_round_trip(world):
+    r = world.admin.RequestTestNotification(admin_pb2.RequestTestNotificationRequest(environment=pb.ENVIRONMENT_SANDBOX), timeout=30)
+    assert r.test_notification_token
+    deadline = time.time() + 10
+    while True:
+        s = world.admin.GetTestNotificationStatus(admin_pb2.GetTestNotificationStatusRequest(
+            test_notification_token=r.test_notification_token, environment=pb.ENVIRONMENT_SANDBOX), timeout=30)
+        if s.send_attempt_results or time.time() > deadline:
+            break
+        time.sleep(0.1)
+    assert list(s.send_attempt_results) == ["SUCCESS"] and s.notification_uuid
+    expect_error(world.admin.GetTestNotificationStatus, grpc.StatusCode.INVALID_ARGUMENT, "INVALID_FIELD",
+                 request=admin_pb2.GetTestNotificationStatusRequest(test_notification_token="unknown-token"), timeout=30)
+
+
+def test_consumption_request_answered_from_what_billingd_knows(world):
+    t = now_ms() - DAY
+    tx = mint.transaction("7600000000", COINS, product_type="Consumable", purchase_ms=t, signed_ms=t, environment="Sandbox")
+    world.sandbox.add_transaction(tx)
+    order = world.api.CreateOrder(pb.CreateOrderRequest(account_id="acct-cons", product_id=COINS, idempotency_key="c1")).order
+    world.api.SubmitReceipt(pb.SubmitReceiptRequest(order_id=order.order_id, signed_transaction=world.signer.sign(tx)))
+    status, answer = world.deliver(mint.notification(world.signer, "CONSUMPTION_REQUEST", signed_ms=now_ms(), tx=tx,
+                                                     environment="Sandbox"))
+    assert (status, answer) == (200, {"result": "applied"})
+    deadline = time.time() + 10
+    while "7600000000" not in world.sandbox.consumption and time.time() < deadline:
+        time.sleep(0.05)
+    sent = world.sandbox.consumption["7600000000"]
+    assert sent["customerConsented"] is True and sent["deliveryStatus"] == "DELIVERED"
+    assert sent["sampleContentProvided"] is False
+
+
+def test_not_configured_and_key_never_logged(world, fresh):
+    plain = fresh("--dev")
+    with plain.channel() as ch:
+        expect_error(billing(ch).RestorePurchases, grpc.StatusCode.FAILED_PRECONDITION, "APPSTORE_API_NOT_CONFIGURED",
+                     request=pb.RestorePurchasesRequest(account_id="a", transaction_ids=["1"]))
+        expect_error(admin_pb2_grpc.AdminStub(ch).Reconcile, grpc.StatusCode.FAILED_PRECONDITION, "APPSTORE_API_NOT_CONFIGURED",
+                     request=admin_pb2.ReconcileRequest())
+    key_lines = [l for l in open(world.p8).read().splitlines() if l and not l.startswith("-----")]
+    log = world.billingd.log()
+    assert all(l not in log for l in key_lines)
+    metrics_free = re.findall(r"BEGIN PRIVATE KEY", log)
+    assert not metrics_free
+
+
+def test_flag_errors(tmp_path):
+    key = tmp_path / "k.p8"
+    key.write_text("not a key")
+    def run(*flags):
+        return subprocess.run([binary("billingd"), "--dev", "--dev-store", str(tmp_path / "ts"), "--bundle-id", mint.BUNDLE,
+                               "--listen", "127.0.0.1:0", *flags], capture_output=True, text=True, timeout=30)
+    r = run("--appstore-api-key-id", KEY_ID)
+    assert r.returncode == 2 and "go together" in r.stderr
+    r = run("--appstore-api-key-id", KEY_ID, "--appstore-api-issuer-id", ISSUER, "--appstore-api-private-key", str(key))
+    assert r.returncode != 0 and "not an ES256" in r.stderr and "not a key" not in r.stderr
+    r = run("--consumption-answers", "sometimes")
+    assert r.returncode == 2 and "off or auto" in r.stderr
