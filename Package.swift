@@ -59,7 +59,7 @@ let package = Package(
             swiftSettings: strict),
         .executableTarget(
             name: "billingctl",
-            dependencies: ["HTTP2", "RPC", "BillingAPI", "ProtoWire", "AppStore", "Crypto"],
+            dependencies: ["HTTP2", "RPC", "BillingAPI", "ProtoWire", "AppStore", "AppStoreAPI", "Crypto"],
             swiftSettings: strict),
 
         .target(name: "TestSupport", path: "Tests/TestSupport", swiftSettings: strict),

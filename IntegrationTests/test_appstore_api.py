@@ -312,3 +312,44 @@ def test_flag_errors(tmp_path):
     assert r.returncode != 0 and "not an ES256" in r.stderr and "not a key" not in r.stderr
     r = run("--consumption-answers", "sometimes")
     assert r.returncode == 2 and "off or auto" in r.stderr
+
+
+def json_stream(text):
+    """Every JSON value printed one after another."""
+    decoder, out, i = json.JSONDecoder(), [], 0
+    while i < len(text.rstrip()):
+        while text[i].isspace():
+            i += 1
+        value, i = decoder.raw_decode(text, i)
+        out.append(value)
+    return out
+
+
+def test_billingctl_appstore_and_admin(world):
+    """billingctl calls the API directly with the operator's key (Get Transaction Info, Get All Subscription
+    Statuses, history, lookup) and billingd's admin service."""
+    t = now_ms() - DAY
+    world.sandbox.add_transaction(mint.transaction("7700000000", SUB, purchase_ms=t, expires_ms=t + 30 * DAY, signed_ms=t),
+                                  renewal=mint.renewal("7700000000", SUB, auto_renew=False, signed_ms=t))
+    base = [binary("billingctl"), "--ca", world.sandbox.ca_path, "appstore"]
+    creds = ["--key-id", KEY_ID, "--issuer-id", ISSUER, "--private-key", world.p8, "--bundle-id", mint.BUNDLE,
+             "--url", world.sandbox.url]
+    info = subprocess.run(base + ["transaction", "7700000000"] + creds, capture_output=True, text=True, timeout=30)
+    assert info.returncode == 0, info.stderr
+    assert json.loads(info.stdout)["transactionId"] == "7700000000"
+    statuses = subprocess.run(base + ["statuses", "7700000000"] + creds, capture_output=True, text=True, timeout=30)
+    assert statuses.returncode == 0, statuses.stderr
+    [s] = json_stream(statuses.stdout)
+    assert s["status"] == 1 and s["originalTransactionId"] == "7700000000"
+    assert s["renewalInfo"]["autoRenewStatus"] == 0 and s["transaction"]["productId"] == SUB
+    missing = subprocess.run(base + ["lookup", "NOSUCHORDER"] + creds, capture_output=True, text=True, timeout=30)
+    assert json.loads(missing.stdout) == {"found": False}
+    unknown = subprocess.run(base + ["transaction", "7999999998"] + creds, capture_output=True, text=True, timeout=30)
+    assert unknown.returncode == 1 and "4040010" in unknown.stderr
+    # Through billingd: the admin service.
+    admin = [binary("billingctl"), "--addr", world.billingd.address, "admin"]
+    r = subprocess.run(admin + ["reconcile", "--since", str(now_ms() - DAY)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    assert set(json.loads(r.stdout)) >= {"pages", "applied", "duplicate"}
+    r = subprocess.run(admin + ["lookup-order", "NOSUCHORDER"], capture_output=True, text=True, timeout=60)
+    assert json.loads(r.stdout)["found"] is False

@@ -33,6 +33,11 @@ commands:
         [--mix notify --notify-addr HOST:PORT]   pre-signed REFUND notifications over h2c, each new (durable)
         bounded load (at most 10M calls, 1 h); counts grpc-status itself; exit 1 above --max-errors (default 0);
         a connection that fails is retried with backoff (up to 1 s), for at most 10 s of failures in a row
+  admin reconcile [--since MS] | lookup-order ORDER_ID | test-notification [--environment sandbox|production]
+        | test-notification-status TOKEN [--environment E]      billing.admin.v1.Admin on billingd
+  appstore transaction|history|statuses|lookup ID --key-id ID --issuer-id UUID --private-key PATH --bundle-id ID
+        [--url URL] [--ca PATH] [--environment sandbox|production]   the App Store Server API called directly;
+        signed items printed decoded, NOT verified
   verify FILE|- [--kind transaction|renewal|notification|app-transaction|receipt] --root PATH ... [--bundle-id ID]
         [--environment sandbox,production,xcode] [--app-apple-id N] [--now MS]   offline verdict (exit 3 when refused)
 Values given as @PATH are read from that file. The test store lives in --store (default ./teststore).
@@ -120,6 +125,8 @@ struct Options {
         "demo": ["store", "bundle-id", "product"],
         "load": ["mix", "scenario", "connections", "concurrency", "requests", "duration", "rate", "max-errors", "store",
                  "product", "bundle-id", "notify-addr"],
+        "admin": ["since", "environment"],
+        "appstore": ["key-id", "issuer-id", "private-key", "bundle-id", "url", "environment"],
         "verify": ["kind", "root", "bundle-id", "environment", "app-apple-id", "now", "xcode-decode-only"],
     ]
 
@@ -207,6 +214,10 @@ func run() throws {
         try VerifyCommand.run(options)
     case "load":
         try LoadCommand.run(options)
+    case "admin":
+        try AppStoreCommands.admin(options)
+    case "appstore":
+        try AppStoreCommands.appStore(options)
     default:
         throw Usage(message: "unknown command '\(options.command)'")
     }
