@@ -152,8 +152,9 @@ public final class PurchaseEngine: Sendable {
     }
 
     /// Verifies what the account proves it owns, records it, and answers its entitlements.
-    /// `fetched`: signed transactions billingd fetched itself (App Store Server API history), verified like the
-    /// others but not counted against the caller's limit.
+    /// `fetched`: signed transactions billingd fetched itself (App Store Server API history by transaction id),
+    /// verified like the others but not counted against the caller's limit. With any, the call restores under
+    /// `keep`: purchases another account owns stay there.
     public func restorePurchases(accountID: String, appReceipt: String, signedTransactions: [String], fetched: [String] = [],
                                  completion: @escaping @Sendable (Result<[Entitlement], BillingError>) -> Void) {
         do throws(BillingError) {
@@ -189,7 +190,9 @@ public final class PurchaseEngine: Sendable {
             case .failure(let e): return completion(.failure(e))
             }
         }
-        orders.store.restore(accountID: accountID, transactions: proven, policy: restorePolicy,
+        // A transaction id is no proof of possession (ids are sequential; anyone can type one): a restore that
+        // fetched history by id never moves a purchase away from another account, whatever --restore-policy says.
+        orders.store.restore(accountID: accountID, transactions: proven, policy: fetched.isEmpty ? restorePolicy : .keep,
                              context: RuleContext(nowMs: clock.nowMilliseconds(), cause: .restorePurchases, catalog: catalog),
                              completion: completion)
     }
