@@ -410,6 +410,12 @@ class FakeAppStore:
         with self._lock:
             self._requests.clear()
 
+    def clear_faults(self):
+        """Forgets the faults and delays not used up yet."""
+        with self._lock:
+            self._faults.clear()
+            self._delays.clear()
+
     def _take(self, queue, path):
         with self._lock:
             for entry in queue:

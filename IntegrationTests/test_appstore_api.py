@@ -286,6 +286,14 @@ def test_consumption_request_answered_from_what_billingd_knows(world):
     sent = world.sandbox.consumption["7600000000"]
     assert sent["customerConsented"] is True and sent["deliveryStatus"] == "DELIVERED"
     assert sent["sampleContentProvided"] is False
+    # Apple retrying the same request (same notificationUUID) is a duplicate: no second answer.
+    signed = mint.notification(world.signer, "CONSUMPTION_REQUEST", signed_ms=now_ms(), tx=dict(tx, transactionId="7600000000"),
+                               environment="Sandbox", uuid="5f1c2a3b-0000-4000-8000-000000000001")
+    assert world.deliver(signed) == (200, {"result": "applied"})
+    assert world.deliver(signed) == (200, {"result": "duplicate"})
+    time.sleep(1)
+    puts = [q for q in world.sandbox.requests if q["path"] == "/inApps/v2/transactions/consumption/7600000000"]
+    assert len(puts) == 2  # one per request (the first delivery above, and this one), never one per delivery
 
 
 def test_not_configured_and_key_never_logged(world, fresh):
@@ -355,3 +363,121 @@ def test_billingctl_appstore_and_admin(world):
     assert set(json.loads(r.stdout)) >= {"pages", "applied", "duplicate"}
     r = subprocess.run(admin + ["lookup-order", "NOSUCHORDER"], capture_output=True, text=True, timeout=60)
     assert json.loads(r.stdout)["found"] is False
+    # The short forms the issue names.
+    ctl = [binary("billingctl"), "--addr", world.billingd.address]
+    r = subprocess.run(ctl + ["reconcile", "--since", str(now_ms() - DAY)], capture_output=True, text=True, timeout=60)
+    assert r.returncode == 0 and "applied" in json.loads(r.stdout), r.stderr
+    r = subprocess.run(ctl + ["lookup-order", "NOSUCHORDER"], capture_output=True, text=True, timeout=60)
+    assert json.loads(r.stdout)["found"] is False
+    r = subprocess.run(ctl + ["appstore", "test-notification", "--environment", "sandbox", "--wait"], capture_output=True, text=True,
+                       timeout=60)
+    assert r.returncode == 0, r.stderr
+    out = json.loads(r.stdout)
+    assert out["sendAttemptResults"] == ["SUCCESS"] and out["notificationUuid"] and out["testNotificationToken"]
+
+
+def test_reconciliation_after_an_outage_equals_full_delivery(world, fresh):
+    """Replica A gets every notification; billingd (B) misses all but the first two, then reconciles from the
+    fake's history. Entitlements and events (types, causes, transactions, notifications, in order) end equal."""
+    a = fresh("--dev", "--dev-store", world.store, "--bundle-id", mint.BUNDLE, "--notifications-listen", f"127.0.0.1:{free_port()}")
+    a_notify = [f for f in a.flags if f.startswith("127.0.0.1:")][0]
+    t = now_ms() - 10 * DAY
+    sub = mint.transaction("7800000000", SUB, purchase_ms=t, expires_ms=t + 30 * DAY, signed_ms=t, environment="Sandbox")
+    life = mint.transaction("7810000000", LIFETIME, product_type=mint.NON_CONSUMABLE, purchase_ms=t, signed_ms=t, environment="Sandbox")
+    for server in (a, world.billingd):
+        with server.channel() as ch:
+            billing(ch).RestorePurchases(pb.RestorePurchasesRequest(account_id="acct-o1", signed_transactions=[world.signer.sign(sub)]))
+            billing(ch).RestorePurchases(pb.RestorePurchasesRequest(account_id="acct-o2", signed_transactions=[world.signer.sign(life)]))
+    def renewal(i, auto):
+        return dict(sub, transactionId=str(7800000000 + i), purchaseDate=t + i * 30 * DAY, expiresDate=t + (i + 1) * 30 * DAY,
+                    signedDate=t + i * 30 * DAY)
+    step = 60_000
+    plan = [
+        {"notificationType": "DID_RENEW", "data": {"signedTransactionInfo": dict(sub, transactionId="7800000001", purchaseDate=t + DAY,
+                                                                                  expiresDate=t + 31 * DAY, signedDate=t + DAY)}},
+        {"notificationType": "DID_CHANGE_RENEWAL_STATUS", "subtype": "AUTO_RENEW_DISABLED",
+         "data": {"signedRenewalInfo": mint.renewal("7800000000", SUB, auto_renew=False, signed_ms=t + DAY + step)}},
+        {"notificationType": "REFUND", "data": {"signedTransactionInfo": dict(life, revocationDate=t + 2 * DAY, revocationReason=0,
+                                                                               signedDate=t + 2 * DAY)}},
+        {"notificationType": "DID_RENEW", "data": {"signedTransactionInfo": dict(sub, transactionId="7800000002", purchaseDate=t + 2 * DAY,
+                                                                                  expiresDate=t + 40 * DAY, signedDate=t + 2 * DAY + step)}},
+        {"notificationType": "REFUND_REVERSED", "data": {"signedTransactionInfo": dict(life, signedDate=t + 3 * DAY)}},
+    ]
+    signed = []
+    for i, n in enumerate(plan):
+        signed.append(world.sandbox.add_notification(dict(n, signedDate=now_ms() - 3_600_000 + i * 1000)))
+    def post(addr, payload):
+        req = urllib.request.Request(f"http://{addr}/appstore/notifications", data=mint.body(payload),
+                                     headers={"Content-Type": "application/json"}, method="POST")
+        with urllib.request.urlopen(req, timeout=10) as r:
+            return json.loads(r.read())["result"]
+    assert [post(a_notify, p) for p in signed] == ["applied"] * 5
+    assert [world.deliver(p)[1]["result"] for p in signed[:2]] == ["applied"] * 2  # then the outage
+    r = world.admin.Reconcile(admin_pb2.ReconcileRequest(since_time_ms=now_ms() - 2 * 3_600_000), timeout=60)
+    # Duplicates: the two delivered before the outage, and any test notification of other tests in the range.
+    assert r.applied == 3 and r.duplicate >= 2 and r.rejected == 0
+
+    def state(server):
+        with server.channel() as ch:
+            api = billing(ch)
+            out = {}
+            for account in ("acct-o1", "acct-o2"):
+                ents = api.GetEntitlements(pb.GetEntitlementsRequest(account_id=account, include_inactive=True)).entitlements
+                events = api.ListEvents(pb.ListEventsRequest(account_id=account, limit=1000)).events
+                out[account] = ([e.SerializeToString(deterministic=True) for e in ents],
+                                [(ev.type, ev.cause, ev.transaction_id, ev.notification_uuid,
+                                  ev.entitlement.SerializeToString(deterministic=True)) for ev in events])
+            return out
+    got, want = state(world.billingd), state(a)
+    assert got == want
+    assert [ev[0] for ev in got["acct-o2"][1]][-2:] == [pb.EVENT_TYPE_ENTITLEMENT_REVOKED, pb.EVENT_TYPE_ENTITLEMENT_REINSTATED]
+
+
+@pytest.fixture(scope="module")
+def strict():
+    """Sandbox only, one-second attempts: retries and timeouts without waiting long."""
+    w = World("--reconcile-interval", "0", "--environments", "sandbox", "--appstore-api-timeout", "1")
+    w.sandbox.add_transaction(mint.transaction("7900000000", LIFETIME, product_type=mint.NON_CONSUMABLE,
+                                               purchase_ms=now_ms() - DAY, signed_ms=now_ms() - DAY))
+    yield w
+    w.close()
+
+
+def history_calls(fake):
+    return [q["status"] for q in fake.requests if q["path"].startswith("/inApps/v2/history/")]
+
+
+@pytest.mark.parametrize("faults, statuses, outcome", [
+    ([(500, 2)], [500, 500, 200], "ok"),                     # 5xx: retried with backoff
+    ([(429, 1)], [429, 200], "ok"),                          # 429: retried after Retry-After
+    ([(401, 1)], [401, 200], "ok"),                          # 401: a new token, once
+    ([(401, 5)], [401, 401], "APPSTORE_API_UNAVAILABLE"),    # 401 again: our credentials are wrong
+    ([(500, 10)], [500, 500, 500, 500], "APPSTORE_API_UNAVAILABLE"),  # 4 attempts at most
+    ([(404, 1)], [404], "TRANSACTION_NOT_FOUND"),            # 404: not retried
+    ([("delay", 1)], [200, 200], "ok"),                      # an answer slower than the attempt limit: tried again
+])
+def test_failures_as_documented(strict, faults, statuses, outcome):
+    strict.sandbox.clear_faults()
+    strict.sandbox.reset_requests()
+    for kind, count in faults:
+        if kind == "delay":
+            strict.sandbox.delay(2.5, count, path_prefix="/inApps/v2/history/")
+        else:
+            strict.sandbox.fail_next(kind, count=count, retry_after=1 if kind == 429 else None, path_prefix="/inApps/v2/history/")
+    request = pb.RestorePurchasesRequest(account_id="acct-strict", transaction_ids=["7900000000"])
+    if outcome == "ok":
+        r = strict.api.RestorePurchases(request, timeout=60)
+        assert [e.product_id for e in r.entitlements] == [LIFETIME]
+    else:
+        code = grpc.StatusCode.NOT_FOUND if outcome == "TRANSACTION_NOT_FOUND" else grpc.StatusCode.UNAVAILABLE
+        expect_error(strict.api.RestorePurchases, code, outcome, request=request, timeout=60)
+    if faults[0][0] == "delay":
+        time.sleep(2)  # the slow answer is logged by the fake when it finally comes
+    assert history_calls(strict.sandbox) == statuses
+    strict.sandbox.clear_faults()
+    if faults == [(401, 5)]:
+        deadline, errors = time.time() + 5, []
+        while not errors and time.time() < deadline:  # the log is written by its own thread
+            errors = [json.loads(l) for l in strict.billingd.log().splitlines() if '"App Store Server API"' in l and '"error"' in l]
+            time.sleep(0.05)
+        assert errors and "401" in errors[-1]["error"]

@@ -239,6 +239,7 @@ public final class App: Sendable {
         }
         if let url = c.appStoreAPISandboxURL { api.sandboxURL = url }
         api.caPath = c.appStoreAPICA
+        api.attemptTimeoutSeconds = max(1, Int(c.appStoreAPITimeout.rounded(.up)))
         let client: AppStoreAPIClient
         do {
             client = try AppStoreAPIClient(api) { endpoint, env, status, seconds in

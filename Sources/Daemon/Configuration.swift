@@ -54,6 +54,8 @@ public struct Configuration: Sendable, Equatable {
     /// Base URL for the sandbox only (beats `appStoreAPIURL` for sandbox).
     public var appStoreAPISandboxURL: String?
     public var appStoreAPICA: String?
+    /// Seconds one App Store Server API attempt may take.
+    public var appStoreAPITimeout = 10.0
     /// Seconds between notification-history reconciliations; 0 turns them off.
     public var reconcileInterval = 3600.0
     /// How far before the newest applied notification a reconciliation starts (seconds).
@@ -84,7 +86,7 @@ public struct Configuration: Sendable, Equatable {
         "max-connection-buffer-bytes": true,
         "max-deadline": true, "idle-timeout": true, "order-ttl": true, "help": false, "version": false,
         "appstore-api-key-id": true, "appstore-api-issuer-id": true, "appstore-api-private-key": true, "appstore-api-url": true,
-        "appstore-api-sandbox-url": true, "appstore-api-ca": true, "reconcile-interval": true, "reconcile-margin": true,
+        "appstore-api-sandbox-url": true, "appstore-api-ca": true, "appstore-api-timeout": true, "reconcile-interval": true, "reconcile-margin": true,
         "consumption-answers": true,
     ]
     static let repeatable: Set<String> = ["bundle-id", "trust-root"]
@@ -292,6 +294,7 @@ public struct Configuration: Sendable, Equatable {
             if flag == "appstore-api-url" { c.appStoreAPIURL = s } else { c.appStoreAPISandboxURL = s }
         }
         if let s = one("appstore-api-ca") { c.appStoreAPICA = try file("appstore-api-ca", s) }
+        if let d = try seconds("appstore-api-timeout", 1...120) { c.appStoreAPITimeout = d }
         if c.appStoreAPIConfigured && c.bundleIDs.isEmpty {
             throw Invalid(flag: "appstore-api-key-id", problem: "needs --bundle-id (the token names the app)")
         }
@@ -346,6 +349,7 @@ public struct Configuration: Sendable, Equatable {
       --appstore-api-url URL       base URL for both environments instead of Apple's (tests, proxies)
       --appstore-api-sandbox-url URL   base URL for the sandbox only
       --appstore-api-ca PATH       CA bundle to trust for those URLs (default: the system's)
+      --appstore-api-timeout SECONDS   one attempt's limit (default 10; 4 attempts at most)
       --reconcile-interval SECONDS fetch missed notifications from the API this often (default 3600; 0 off)
       --reconcile-margin SECONDS   start each reconciliation this long before the newest applied notification (default 3600)
       --consumption-answers M      off (default) or auto: answer CONSUMPTION_REQUEST with Send Consumption Information

@@ -62,6 +62,9 @@ enum AppStoreCommands {
     /// `appstore transaction|history|statuses|lookup ID`: one call with the operator's own key. Signed items are
     /// printed with their payloads decoded but NOT verified (use `billingctl verify` for a verdict).
     static func appStore(_ options: Options) throws {
+        if options.positional.first == "test-notification" {
+            return try testNotification(options)
+        }
         guard options.positional.count == 2 else {
             throw Usage(message: "appstore needs transaction, history, statuses or lookup, and an id")
         }
@@ -102,6 +105,31 @@ enum AppStoreCommands {
         default: throw Usage(message: "unknown appstore command '\(sub)'")
         }
         for jws in signed { print(decoded(jws)) }
+    }
+
+    /// `appstore test-notification`: RequestTestNotification through billingd, then (with --wait) its status until
+    /// Apple reports a send attempt.
+    static func testNotification(_ options: Options) throws {
+        let env: BillingAPI.Environment = try environment(options.named["environment"]) == .production ? .production : .sandbox
+        var req = RequestTestNotificationRequest()
+        req.environment = env
+        let token = try call(options, "billing.admin.v1.Admin/RequestTestNotification", req, RequestTestNotificationResponse.self).testNotificationToken
+        var fields: [(String, String?)] = [("testNotificationToken", JSON.quote(token)), ("environment", JSON.quote(env.description))]
+        if options.named["wait"] != nil {
+            var status = GetTestNotificationStatusRequest()
+            status.testNotificationToken = token
+            status.environment = env
+            let deadline = Date().addingTimeInterval(options.timeout)
+            var r = GetTestNotificationStatusResponse()
+            repeat {
+                r = try call(options, "billing.admin.v1.Admin/GetTestNotificationStatus", status, GetTestNotificationStatusResponse.self)
+                if !r.sendAttemptResults.isEmpty { break }
+                Thread.sleep(forTimeInterval: 0.5)
+            } while Date() < deadline
+            fields += [("sendAttemptResults", "[" + r.sendAttemptResults.map(JSON.quote).joined(separator: ", ") + "]"),
+                       ("notificationUuid", JSON.quote(r.notificationUUID))]
+        }
+        print(JSON.object(fields))
     }
 
     /// A JWS's payload as it is (JSON text), unverified.

@@ -33,8 +33,11 @@ commands:
         [--mix notify --notify-addr HOST:PORT]   pre-signed REFUND notifications over h2c, each new (durable)
         bounded load (at most 10M calls, 1 h); counts grpc-status itself; exit 1 above --max-errors (default 0);
         a connection that fails is retried with backoff (up to 1 s), for at most 10 s of failures in a row
+  reconcile [--since MS], lookup-order ORDER_ID     short for the admin commands below
   admin reconcile [--since MS] | lookup-order ORDER_ID | test-notification [--environment sandbox|production]
         | test-notification-status TOKEN [--environment E]      billing.admin.v1.Admin on billingd
+  appstore test-notification [--environment E] [--wait]   RequestTestNotification through billingd; --wait polls
+        GetTestNotificationStatus until Apple reports a send attempt (up to --timeout)
   appstore transaction|history|statuses|lookup ID --key-id ID --issuer-id UUID --private-key PATH --bundle-id ID
         [--url URL] [--ca PATH] [--environment sandbox|production]   the App Store Server API called directly;
         signed items printed decoded, NOT verified
@@ -75,7 +78,7 @@ struct Options {
             case "--addr": addr = try value(a)
             case "--tls": tls = true
             case "--json": named["json"] = "true"
-            case "--follow", "--include-inactive": named[String(a.dropFirst(2))] = "true"
+            case "--follow", "--include-inactive", "--wait": named[String(a.dropFirst(2))] = "true"
             case "--ca": ca = try value(a); tls = true
             case "--insecure": insecure = true; tls = true
             case "--api-key": apiKey = try value(a)
@@ -126,7 +129,9 @@ struct Options {
         "load": ["mix", "scenario", "connections", "concurrency", "requests", "duration", "rate", "max-errors", "store",
                  "product", "bundle-id", "notify-addr"],
         "admin": ["since", "environment"],
-        "appstore": ["key-id", "issuer-id", "private-key", "bundle-id", "url", "environment"],
+        "reconcile": ["since"],
+        "lookup-order": [],
+        "appstore": ["wait", "key-id", "issuer-id", "private-key", "bundle-id", "url", "environment"],
         "verify": ["kind", "root", "bundle-id", "environment", "app-apple-id", "now", "xcode-decode-only"],
     ]
 
@@ -216,6 +221,11 @@ func run() throws {
         try LoadCommand.run(options)
     case "admin":
         try AppStoreCommands.admin(options)
+    case "reconcile", "lookup-order":
+        // Short forms of `admin reconcile` and `admin lookup-order`.
+        var o = options
+        o.positional.insert(options.command, at: 0)
+        try AppStoreCommands.admin(o)
     case "appstore":
         try AppStoreCommands.appStore(options)
     default:
