@@ -28,6 +28,11 @@ _generate_stubs()
 sys.path.insert(0, GEN)
 
 
+def pytest_collection_modifyitems(items):
+    """The short nemesis run goes last: it is the longest test and should not slow the others' feedback."""
+    items.sort(key=lambda item: os.path.basename(str(item.fspath)) == "test_nemesis_short.py")
+
+
 def binary(name):
     path = os.environ.get(name.upper()) or os.path.join(ROOT, ".build", "debug", name)
     if not os.path.exists(path):
