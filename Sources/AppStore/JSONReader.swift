@@ -137,12 +137,9 @@ package struct JSONReader {
     mutating func string() throws(Failure) -> String {
         i += 1  // opening quote
         let start = i
-        // Fast path: no escapes.
-        while i < buf.count, buf[i] != UInt8(ascii: "\""), buf[i] != UInt8(ascii: "\\") {
-            guard buf[i] >= 0x20 else { throw Failure() }
-            i += 1
-        }
-        guard i < buf.count else { throw Failure() }
+        // Fast path: no escapes (word at a time: embedded JWS strings are kilobytes long).
+        i = ByteScan.firstSpecial(buf, from: i)
+        guard i < buf.count, buf[i] >= 0x20 else { throw Failure() }
         if buf[i] == UInt8(ascii: "\"") {
             let s = UnsafeBufferPointer(rebasing: buf[start..<i])
             i += 1
@@ -209,8 +206,12 @@ public enum NotificationEnvelope {
         let prefix = Array(#"{"signedPayload":""#.utf8)
         if body.count > prefix.count + 2, body.starts(with: prefix), body[body.count - 2] == UInt8(ascii: "\""),
            body[body.count - 1] == UInt8(ascii: "}") {
-            let inner = body[prefix.count..<(body.count - 2)]
-            if inner.allSatisfy({ JWS.isCompactCharacter($0) }) { return String(decoding: inner, as: UTF8.self) }
+            // Nothing to unescape: no quote, backslash or control byte inside (what else a JWS may not hold,
+            // JWS.parse refuses when it decodes the parts).
+            let plain = body.withUnsafeBufferPointer { b in
+                ByteScan.firstSpecial(UnsafeBufferPointer(rebasing: b[..<(body.count - 2)]), from: prefix.count) == body.count - 2
+            }
+            if plain { return String(decoding: body[prefix.count..<(body.count - 2)], as: UTF8.self) }
         }
         guard case .object(let o)? = try? JSONReader.parse(body),
               case .string(let payload)? = o["signedPayload"] else { return nil }

@@ -4,7 +4,20 @@ import Synchronization
 
 /// Parsed JWS headers by their base64url text: every transaction from one signing leaf carries the
 /// same ~3 KiB header, so its JSON is parsed once. Bounded; cleared when full.
-private let headerCache = Mutex<[Substring: (alg: String, x5c: [String], id: UInt64)]>([:])
+private let headerCache = Mutex<[HeaderKey: (alg: String, x5c: [String], id: UInt64)]>([:])
+
+/// A header's base64url text as a cache key: equal only when byte-equal, hashed on its length and last 128
+/// bytes (the leaf certificate's signature, distinct per certificate) instead of all ~3 KiB of it.
+private struct HeaderKey: Hashable {
+    let bytes: [UInt8]
+    static func == (a: HeaderKey, b: HeaderKey) -> Bool {
+        a.bytes.count == b.bytes.count && a.bytes.withUnsafeBytes { x in b.bytes.withUnsafeBytes { y in memcmp(x.baseAddress!, y.baseAddress!, x.count) == 0 } }
+    }
+    func hash(into hasher: inout Hasher) {
+        hasher.combine(bytes.count)
+        bytes.withUnsafeBytes { hasher.combine(bytes: UnsafeRawBufferPointer(rebasing: $0[max(0, $0.count - 128)...])) }
+    }
+}
 /// Ids for distinct header texts, never reused: equal ids mean byte-equal headers (so equal x5c chains).
 private let nextHeaderID = Atomic<UInt64>(1)
 
@@ -28,12 +41,14 @@ public struct JWS: Sendable {
         let utf8 = Array(compact.utf8)
         guard !utf8.isEmpty else { throw .malformed("empty signed data") }
         guard utf8.count <= maxBytes else { throw .malformed("signed data larger than \(maxBytes) bytes") }
-        // The dots, found with a plain loop (the generic split costs a witness call per byte).
+        // The dots, found with memchr (the generic split costs a witness call per byte).
         var dots: [Int] = []
-        utf8.withUnsafeBufferPointer { b in
-            for i in 0..<b.count where b[i] == UInt8(ascii: ".") {
+        utf8.withUnsafeBytes { b in
+            var from = 0
+            while dots.count < 3, from < b.count, let hit = memchr(b.baseAddress! + from, Int32(UInt8(ascii: ".")), b.count - from) {
+                let i = b.baseAddress!.distance(to: UnsafeRawPointer(hit))
                 dots.append(i)
-                if dots.count > 2 { break }
+                from = i + 1
             }
         }
         guard dots.count == 2 else { throw .malformed("a JWS has three dot-separated parts, this has \(dots.count + 1)") }
@@ -43,7 +58,7 @@ public struct JWS: Sendable {
         guard let payload = decode(parts[1]), let signature = decode(parts[2]) else {
             throw .malformed("JWS parts are not base64url")
         }
-        let headerText = Substring(String(decoding: parts[0], as: UTF8.self))
+        let headerText = HeaderKey(bytes: Array(parts[0]))
         let alg: String, x5c: [String], headerID: UInt64
         if let cached = headerCache.withLock({ $0[headerText] }) {
             (alg, x5c, headerID) = cached
