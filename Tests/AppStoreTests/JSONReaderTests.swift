@@ -37,3 +37,43 @@ struct JSONReaderTests {
         #expect(throws: JSONReader.Failure.self) { try JSONReader.parse(Array(text.utf8)) }
     }
 }
+
+@Suite("ByteScan: the word-at-a-time scan finds what the byte loop finds")
+struct ByteScanTests {
+    static func reference(_ bytes: [UInt8], from start: Int) -> Int {
+        var i = start
+        while i < bytes.count, bytes[i] != 0x22, bytes[i] != 0x5C, bytes[i] >= 0x20 { i += 1 }
+        return i
+    }
+
+    @Test("every special byte at every offset, among plain, high and near-miss bytes")
+    func exhaustive() {
+        let specials: [UInt8] = Array(0x00...0x1F) + [0x22, 0x5C]
+        let fillers: [UInt8] = [0x41, 0x2E, 0x21, 0x23, 0x5B, 0x5D, 0x20, 0x7F, 0x80, 0xA2, 0xDC, 0xFF]
+        for filler in fillers {
+            for length in [0, 1, 7, 8, 9, 15, 16, 17, 33] {
+                let plain = [UInt8](repeating: filler, count: length)
+                for start in 0...min(length, 9) {
+                    #expect(plain.withUnsafeBufferPointer { ByteScan.firstSpecial($0, from: start) } == length)
+                }
+                for position in 0..<length {
+                    for special in specials {
+                        var bytes = plain
+                        bytes[position] = special
+                        let got = bytes.withUnsafeBufferPointer { ByteScan.firstSpecial($0, from: 0) }
+                        #expect(got == Self.reference(bytes, from: 0))
+                    }
+                }
+            }
+        }
+        // Random mixes, several specials, every start.
+        var rng = SystemRandomNumberGenerator()
+        for _ in 0..<2000 {
+            let bytes = (0..<Int.random(in: 0...40, using: &rng)).map { _ in
+                Bool.random(using: &rng) ? UInt8.random(in: 0x23...0x5B, using: &rng) : UInt8.random(in: 0...255, using: &rng)
+            }
+            let start = Int.random(in: 0...bytes.count, using: &rng)
+            #expect(bytes.withUnsafeBufferPointer { ByteScan.firstSpecial($0, from: start) } == Self.reference(bytes, from: start))
+        }
+    }
+}
