@@ -83,24 +83,31 @@ def world():
     w.close()
 
 
-def subscription_history(fake, original, start_ms, renewals, customer=None):
+def order_of(api, account, product=LIFETIME):
+    """A PENDING order of `account`: its id is what the app puts in appAccountToken when it buys."""
+    return api.CreateOrder(pb.CreateOrderRequest(account_id=account, product_id=product)).order.order_id
+
+
+def subscription_history(fake, original, start_ms, renewals, customer=None, token=None):
     """A monthly subscription bought at start_ms and renewed `renewals` times; the transactions' ids."""
     ids = []
     for i in range(renewals + 1):
         tid = str(int(original) + i)
         purchase = start_ms + i * 30 * DAY
         fake.add_transaction(mint.transaction(tid, SUB, original=original, purchase_ms=purchase, expires_ms=purchase + 30 * DAY,
-                                              signed_ms=purchase), customer=customer)
+                                              signed_ms=purchase, token=token), customer=customer)
         ids.append(tid)
     return ids
 
 
 def test_restore_by_transaction_id_falls_back_to_sandbox_and_pages(world):
     start = now_ms() - 200 * DAY
-    # 25 transactions: two pages of 20 in the sandbox; production knows none of them.
-    ids = subscription_history(world.sandbox, "7100000000", start, 23, customer="alice")
+    # 25 transactions: two pages of 20 in the sandbox; production knows none of them. The app bought them
+    # through orders of this account (appAccountToken = the order id), which billingd never saw paid.
+    ids = subscription_history(world.sandbox, "7100000000", start, 23, customer="alice",
+                               token=order_of(world.api, "acct-restore", SUB))
     world.sandbox.add_transaction(mint.transaction("7100000900", LIFETIME, product_type=mint.NON_CONSUMABLE, purchase_ms=start,
-                                                   signed_ms=start), customer="alice")
+                                                   signed_ms=start, token=order_of(world.api, "acct-restore")), customer="alice")
     world.production.reset_requests()
     world.sandbox.reset_requests()
     r = world.api.RestorePurchases(pb.RestorePurchasesRequest(account_id="acct-restore", transaction_ids=[ids[3]]), timeout=30)
@@ -123,7 +130,8 @@ def test_restore_by_transaction_id_falls_back_to_sandbox_and_pages(world):
 def test_tokens_are_apples_shape_and_reused(world):
     world.sandbox.reset_requests()
     world.sandbox.add_transaction(mint.transaction("7200000000", LIFETIME, product_type=mint.NON_CONSUMABLE,
-                                                   purchase_ms=now_ms() - DAY, signed_ms=now_ms() - DAY))
+                                                   purchase_ms=now_ms() - DAY, signed_ms=now_ms() - DAY,
+                                                   token=order_of(world.api, "acct-token-1")))
     first = world.api.RestorePurchases(pb.RestorePurchasesRequest(account_id="acct-token-1", transaction_ids=["7200000000"]), timeout=30)
     assert [e.product_id for e in first.entitlements] == [LIFETIME]
     # A transaction id proves nothing: a second account naming it does not take the purchase (even under the
@@ -144,6 +152,31 @@ def test_tokens_are_apples_shape_and_reused(world):
     assert len({json.dumps(q["jwt_claims"], sort_keys=True) for q in seen}) == 1
 
 
+def test_an_id_proves_nothing(world):
+    """Restore by id never hands a purchase to an account it does not name: not one nobody claimed yet (no
+    appAccountToken), not another account's pending one (its token names the other account's order)."""
+    t = now_ms() - DAY
+    world.sandbox.add_transaction(mint.transaction("7250000000", LIFETIME, product_type=mint.NON_CONSUMABLE, purchase_ms=t,
+                                                   signed_ms=t))
+    r = world.api.RestorePurchases(pb.RestorePurchasesRequest(account_id="acct-guess", transaction_ids=["7250000000"]), timeout=30)
+    assert list(r.entitlements) == []
+    # Alice's purchase, paid but not yet submitted: an attacker naming its id gets nothing, and her SubmitReceipt
+    # still completes her order afterwards.
+    alice_order = order_of(world.api, "acct-alice")
+    tx = mint.transaction("7260000000", LIFETIME, product_type=mint.NON_CONSUMABLE, purchase_ms=t, signed_ms=t, token=alice_order,
+                          environment="Sandbox")
+    world.sandbox.add_transaction(tx)
+    r = world.api.RestorePurchases(pb.RestorePurchasesRequest(account_id="acct-attacker", transaction_ids=["7260000000"]), timeout=30)
+    assert list(r.entitlements) == []
+    done = world.api.SubmitReceipt(pb.SubmitReceiptRequest(order_id=alice_order, signed_transaction=world.signer.sign(tx)))
+    assert done.order.state == pb.ORDER_STATE_COMPLETED and done.order.account_id == "acct-alice"
+    # Once Alice owns it, her own restore by id updates it; the attacker's still gets nothing.
+    mine = world.api.RestorePurchases(pb.RestorePurchasesRequest(account_id="acct-alice", transaction_ids=["7260000000"]), timeout=30)
+    assert [e.product_id for e in mine.entitlements] == [LIFETIME]
+    r = world.api.RestorePurchases(pb.RestorePurchasesRequest(account_id="acct-attacker", transaction_ids=["7260000000"]), timeout=30)
+    assert list(r.entitlements) == []
+
+
 def test_restore_refusals(world):
     call = world.api.RestorePurchases
     expect_error(call, grpc.StatusCode.NOT_FOUND, "TRANSACTION_NOT_FOUND",
@@ -158,7 +191,8 @@ def test_restore_refusals(world):
 
 def test_rate_limits_and_outages(world):
     world.sandbox.add_transaction(mint.transaction("7300000000", LIFETIME, product_type=mint.NON_CONSUMABLE,
-                                                   purchase_ms=now_ms() - DAY, signed_ms=now_ms() - DAY))
+                                                   purchase_ms=now_ms() - DAY, signed_ms=now_ms() - DAY,
+                                                   token=order_of(world.api, "acct-429")))
     # 429 with Retry-After, then an answer: the caller sees only success, about a second later.
     world.sandbox.reset_requests()
     world.sandbox.fail_next(429, retry_after=1, path_prefix="/inApps/v2/history/")
@@ -438,7 +472,8 @@ def strict():
     """Sandbox only, one-second attempts: retries and timeouts without waiting long."""
     w = World("--reconcile-interval", "0", "--environments", "sandbox", "--appstore-api-timeout", "1")
     w.sandbox.add_transaction(mint.transaction("7900000000", LIFETIME, product_type=mint.NON_CONSUMABLE,
-                                               purchase_ms=now_ms() - DAY, signed_ms=now_ms() - DAY))
+                                               purchase_ms=now_ms() - DAY, signed_ms=now_ms() - DAY,
+                                               token=order_of(w.api, "acct-strict")))
     yield w
     w.close()
 

@@ -74,10 +74,11 @@ extension OrderStore {
     }
 
     /// Records restored transactions (`PurchaseRules.restore`) and answers the account's entitlements.
-    public func restore(accountID: String, transactions: [StoreTransaction], policy: RestorePolicy, context: RuleContext,
-                        completion: @escaping @Sendable (Result<[Entitlement], BillingError>) -> Void) {
+    public func restore(accountID: String, transactions: [StoreTransaction], byID: [StoreTransaction] = [], policy: RestorePolicy,
+                        context: RuleContext, completion: @escaping @Sendable (Result<[Entitlement], BillingError>) -> Void) {
         write(abandoned: { false }, { ledger throws(BillingError) in
-            .success(try PurchaseRules.restore(ledger, accountID: accountID, transactions: transactions, policy: policy, context: context))
+            .success(try PurchaseRules.restore(ledger, accountID: accountID, transactions: transactions, byID: byID, policy: policy,
+                                               context: context))
         }, completion: completion)
     }
 

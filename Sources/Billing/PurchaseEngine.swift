@@ -153,8 +153,8 @@ public final class PurchaseEngine: Sendable {
 
     /// Verifies what the account proves it owns, records it, and answers its entitlements.
     /// `fetched`: signed transactions billingd fetched itself (App Store Server API history by transaction id),
-    /// verified like the others but not counted against the caller's limit. With any, the call restores under
-    /// `keep`: purchases another account owns stay there.
+    /// verified like the others but not counted against the caller's limit; they only update what the account
+    /// owns or attach what names its orders (PurchaseRules.mayAttachByID).
     public func restorePurchases(accountID: String, appReceipt: String, signedTransactions: [String], fetched: [String] = [],
                                  completion: @escaping @Sendable (Result<[Entitlement], BillingError>) -> Void) {
         do throws(BillingError) {
@@ -184,15 +184,16 @@ public final class PurchaseEngine: Sendable {
             case .failure(let e): return completion(.failure(e))
             }
         }
+        var byID: [StoreTransaction] = []
         for jws in fetched {
             switch verifier.verifySignedTransaction(jws) {
-            case .success(let t): proven.append(classify(t))
+            case .success(let t): byID.append(classify(t))
             case .failure(let e): return completion(.failure(e))
             }
         }
-        // A transaction id is no proof of possession (ids are sequential; anyone can type one): a restore that
-        // fetched history by id never moves a purchase away from another account, whatever --restore-policy says.
-        orders.store.restore(accountID: accountID, transactions: proven, policy: fetched.isEmpty ? restorePolicy : .keep,
+        // A transaction id is no proof of possession (ids are sequential; anyone can type one): what was fetched
+        // by id follows PurchaseRules.mayAttachByID, the caller's own proofs --restore-policy.
+        orders.store.restore(accountID: accountID, transactions: proven, byID: byID, policy: restorePolicy,
                              context: RuleContext(nowMs: clock.nowMilliseconds(), cause: .restorePurchases, catalog: catalog),
                              completion: completion)
     }

@@ -147,17 +147,24 @@ public enum PurchaseRules {
     /// Records what the proofs show the account owns and answers its entitlements (inactive ones too).
     /// Consumables are never recorded here. Under `.keep`, a purchase owned by another account stays there;
     /// one nobody owns yet attaches to this account.
+    /// `transactions` were proven by the caller (signed data from the device) and restore under `policy`.
+    /// `byID` were fetched by billingd from the App Store for transaction ids the caller named; an id proves
+    /// nothing (ids are sequential), so those only update what the account already owns, or attach a purchase
+    /// nobody owns when its appAccountToken names one of this account's orders; nothing another account owns is
+    /// touched.
     public static func restore(_ ledger: some PurchaseLedger, accountID: String, transactions: [StoreTransaction],
-                               policy: RestorePolicy, context: RuleContext) throws(BillingError) -> [Entitlement] {
-        for original in Set(transactions.map(\.originalTransactionID)).sorted() {
+                               byID: [StoreTransaction] = [], policy: RestorePolicy, context: RuleContext) throws(BillingError) -> [Entitlement] {
+        for original in Set((transactions + byID).map(\.originalTransactionID)).sorted() {
             try ledger.lockSubscription(originalTransactionID: original)
         }
         // Every transaction is recorded first, then each entitlement is refreshed once from all of them: a
         // refresh in between would settle a subscription on its oldest renewal (the later ones not yet recorded).
         var keys: [String] = []
         var touched: [String: (transaction: StoreTransaction, transferred: Bool)] = [:]
-        for t in transactions where kind(of: t, catalog: context.catalog) != .consumable {
-            let (owned, from) = try record(ledger, t, owner: accountID, transfer: policy == .transfer, context: context)
+        let proven = transactions.map { ($0, true) }
+        for (t, isProof) in proven + byID.map({ ($0, false) }) where kind(of: t, catalog: context.catalog) != .consumable {
+            if !isProof, try !mayAttachByID(ledger, t, accountID: accountID) { continue }
+            let (owned, from) = try record(ledger, t, owner: accountID, transfer: isProof && policy == .transfer, context: context)
             guard owned.accountID == accountID else { continue }
             let key = EntitlementRecord.key(kind: kind(of: t, catalog: context.catalog), productID: t.productID,
                                             originalTransactionID: t.originalTransactionID)
@@ -174,6 +181,21 @@ public enum PurchaseRules {
         }
         return try ledger.entitlements(accountID: accountID).map { $0.entitlement(nowMs: context.nowMs) }
             .sorted { ($0.productID, $0.originalTransactionID) < ($1.productID, $1.originalTransactionID) }
+    }
+
+    /// Whether a transaction fetched by id may be recorded for `accountID`: the account owns it or another
+    /// transaction of its subscription already, or nobody owns it and its appAccountToken names an order of
+    /// this account.
+    static func mayAttachByID(_ ledger: some PurchaseLedger, _ t: StoreTransaction, accountID: String) throws(BillingError) -> Bool {
+        if let known = try ledger.owned(transactionID: t.transactionID), !known.accountID.isEmpty {
+            return known.accountID == accountID
+        }
+        let family = try ledger.transactions(originalTransactionID: t.originalTransactionID)
+        if let owner = family.first(where: { !$0.accountID.isEmpty })?.accountID { return owner == accountID }
+        guard let token = t.appAccountToken, let orderID = OrderID.canonical(token), let order = try ledger.order(id: orderID) else {
+            return false
+        }
+        return order.accountID == accountID
     }
 
     /// Builds the entitlement table from the transactions already recorded (a database upgraded from before
