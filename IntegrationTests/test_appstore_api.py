@@ -516,3 +516,28 @@ def test_failures_as_documented(strict, faults, statuses, outcome):
             errors = [json.loads(l) for l in strict.billingd.log().splitlines() if '"App Store Server API"' in l and '"error"' in l]
             time.sleep(0.05)
         assert errors and "401" in errors[-1]["error"]
+
+
+def test_a_failed_reconciliation_range_is_read_again():
+    """A run that fails keeps its range: live deliveries moving the newest notification forward meanwhile do not
+    make the next run skip what the failed one should have read."""
+    w = World("--reconcile-interval", "0", "--reconcile-margin", "60", "--environments", "sandbox", "--appstore-api-timeout", "1")
+    try:
+        now = now_ms()
+        assert w.deliver(mint.notification(w.signer, "TEST", signed_ms=now - 40 * 60_000, environment="Sandbox"))[1]["result"] == "applied"
+        missed = w.sandbox.add_notification({"notificationType": "TEST", "signedDate": now - 30 * 60_000})
+        w.sandbox.fail_next(503, count=4, path_prefix="/inApps/v1/notifications/history")
+        expect_error(w.admin.Reconcile, grpc.StatusCode.UNAVAILABLE, "APPSTORE_API_UNAVAILABLE", request=admin_pb2.ReconcileRequest(),
+                     timeout=60)
+        # A live delivery: the newest recorded notification is now "now".
+        assert w.deliver(mint.notification(w.signer, "TEST", signed_ms=now_ms(), environment="Sandbox"))[1]["result"] == "applied"
+        r = w.admin.Reconcile(admin_pb2.ReconcileRequest(), timeout=60)
+        assert r.applied == 1 and r.start_time_ms <= now - 40 * 60_000
+        assert w.deliver(missed)[1]["result"] == "duplicate"
+        # A complete run moves the mark: the next one starts at the end of the last one, less the margin.
+        again = w.admin.Reconcile(admin_pb2.ReconcileRequest(), timeout=60)
+        assert again.applied == 0 and again.start_time_ms >= r.end_time_ms - 2 * 60_000  # not back to the failed range
+        expect_error(w.admin.Reconcile, grpc.StatusCode.INVALID_ARGUMENT, "INVALID_FIELD",
+                     request=admin_pb2.ReconcileRequest(since_time_ms=now_ms() + 3_600_000))
+    finally:
+        w.close()

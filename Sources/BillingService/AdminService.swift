@@ -67,6 +67,9 @@ public final class AdminService: Sendable {
     func reconcile(_ request: ReconcileRequest) throws(BillingError) -> ReconcileResponse {
         _ = try needLink("Reconcile")
         if request.sinceTimeMs < 0 { throw .invalidField(field: "since_time_ms", problem: "is negative") }
+        if request.sinceTimeMs > SystemClock().nowMilliseconds() + 60_000 {
+            throw .invalidField(field: "since_time_ms", problem: "is in the future")
+        }
         guard let result = runReconcile(request.sinceTimeMs == 0 ? nil : request.sinceTimeMs) else {
             throw .appStoreAPINotConfigured(feature: "Reconcile (no --bundle-id or --trust-root to verify notifications with)")
         }

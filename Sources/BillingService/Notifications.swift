@@ -25,6 +25,8 @@ public final class NotificationProcessor: Sendable {
         public var environment = ""
         /// The transaction the notification names (after verification), when it names one.
         public var transactionID = ""
+        /// Its signedDate (ms), once verified.
+        public var signedTimeMs: Int64 = 0
     }
 
     private let verifier: SignedDataVerifier
@@ -121,6 +123,7 @@ public final class NotificationProcessor: Sendable {
             return .failure(Refusal(reason: "RECEIPT_MALFORMED", detail: "the notification lacks notificationUUID or notificationType"))
         }
         summary = Summary(uuid: uuid, type: type, subtype: payload.subtype ?? "", environment: payload.environment ?? "")
+        summary.signedTimeMs = payload.signedDate ?? 0
         let environment = payload.environment.flatMap(AppStoreEnvironment.init(rawValue:))
         var transaction: StoreTransaction?
         var renewal: RenewalFact?

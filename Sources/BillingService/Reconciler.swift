@@ -49,6 +49,11 @@ public final class Reconciler: Sendable {
         self.count = count
     }
 
+    /// Per environment, where the next scheduled run must start at the latest: the start of a range that
+    /// failed (so it is read again), or the end of the last complete run less the margin. In memory: after a
+    /// restart, runs start from the newest recorded notification less the margin.
+    private let resumeFrom = Mutex<[AppStoreAPIEnvironment: Int64]>([:])
+
     /// Runs one reconciliation; `.failure` when one is already running.
     public func run(sinceMs: Int64? = nil) -> Result<Report, BillingError> {
         let free = running.withLock { busy -> Bool in
@@ -61,28 +66,53 @@ public final class Reconciler: Sendable {
         var report = Report()
         let now = clock.nowMilliseconds()
         report.endMs = now
-        var start: Int64
+        report.startMs = now
+        var base = now - marginMs
         if let sinceMs {
-            start = sinceMs
+            base = sinceMs
         } else {
             switch newestRecorded() {
-            case .success(let newest): start = (newest ?? now) - marginMs
+            case .success(let newest): base = (newest ?? now) - marginMs
             case .failure(let e):
                 report.error = e.description
                 return .success(report)
             }
         }
-        start = min(start, now)
-        report.startMs = start
+        var errors: [String] = []
         for env in link.environments {
+            let resume = resumeFrom.withLock { $0[env] }
+            var from = sinceMs == nil ? min(base, resume ?? base) : base
             // Apple refuses a start older than it keeps (a minute of room for the request's flight).
-            let from = max(start, now - Self.historyDays(env) * 86_400_000 + 60_000)
-            if let error = reconcile(env, from: from, to: now, &report) {
-                report.error = error
-                break
+            from = max(from, now - Self.historyDays(env) * 86_400_000 + 60_000)
+            guard from < now else { continue }  // nothing to read (a start in the future, or no margin)
+            report.startMs = min(report.startMs, from)
+            let outcome = reconcile(env, from: from, to: now, &report)
+            resumeFrom.withLock { r in
+                switch outcome {
+                case .complete:
+                    // Scheduled runs, and on-demand runs that covered at least as much, move the mark forward.
+                    if sinceMs == nil || from <= (r[env] ?? from) { r[env] = now - marginMs }
+                case .stoppedAt(let signedMs, _):
+                    r[env] = min(r[env] ?? signedMs, signedMs)
+                case .failed:
+                    r[env] = min(r[env] ?? from, from)
+                }
+            }
+            switch outcome {
+            case .complete: break
+            case .stoppedAt(_, let why): errors.append(why)
+            case .failed(let why): errors.append(why)
             }
         }
+        if !errors.isEmpty { report.error = errors.joined(separator: "; ") }
         return .success(report)
+    }
+
+    enum Outcome {
+        case complete
+        /// The page limit: the next run continues from the newest signedDate applied.
+        case stoppedAt(Int64, String)
+        case failed(String)
     }
 
     private func newestRecorded() -> Result<Int64?, BillingError> {
@@ -96,38 +126,41 @@ public final class Reconciler: Sendable {
         return result.withLock { $0 }
     }
 
-    /// One environment's pages; the error that stopped it, if any.
-    private func reconcile(_ env: AppStoreAPIEnvironment, from start: Int64, to end: Int64, _ report: inout Report) -> String? {
+    /// One environment's pages.
+    private func reconcile(_ env: AppStoreAPIEnvironment, from start: Int64, to end: Int64, _ report: inout Report) -> Outcome {
         var token: String?
+        var seen = Set<String>()
+        var newestApplied = start
         for _ in 0..<Self.maxPages {
             let page: AppStoreAPIClient.NotificationPage
             do {
                 page = try link.client.notificationHistory(startMs: start, endMs: end, paginationToken: token, in: env)
             } catch {
-                return link.map(error, transactionID: nil).description + " (\(env.rawValue))"
+                return .failed(link.map(error, transactionID: nil).description + " (\(env.rawValue))")
             }
             report.pages += 1
             for signed in page.signedPayloads {
-                let outcome = applyOne(signed)
+                let (outcome, summary) = applyOne(signed)
                 switch outcome {
                 case .done(.applied): report.applied += 1; count(env, "applied", 1)
                 case .done(.duplicate): report.duplicate += 1; count(env, "duplicate", 1)
                 case .done(.ignored): report.ignored += 1; count(env, "ignored", 1)
                 case .rejected: report.rejected += 1; count(env, "rejected", 1)
-                case .unavailable(let detail): return "storage unavailable: \(detail)"
+                case .unavailable(let detail): return .failed("storage unavailable: \(detail) (\(env.rawValue))")
                 }
+                if case .done = outcome { newestApplied = max(newestApplied, summary.signedTimeMs) }
             }
-            guard page.hasMore, let next = page.paginationToken else { return nil }
+            guard page.hasMore, let next = page.paginationToken, seen.insert(next).inserted else { return .complete }
             token = next
         }
-        return "stopped after \(Self.maxPages) pages; the next run continues"
+        return .stoppedAt(newestApplied, "stopped after \(Self.maxPages) pages in \(env.rawValue); the next run continues")
     }
 
-    private func applyOne(_ signed: String) -> NotificationProcessor.Outcome {
+    private func applyOne(_ signed: String) -> (NotificationProcessor.Outcome, NotificationProcessor.Summary) {
         let done = DispatchSemaphore(value: 0)
-        let outcome = Mutex<NotificationProcessor.Outcome>(.unavailable(detail: "no answer"))
-        processor.process(signedPayload: signed) { o, _ in
-            outcome.withLock { $0 = o }
+        let outcome = Mutex<(NotificationProcessor.Outcome, NotificationProcessor.Summary)>((.unavailable(detail: "no answer"), .init()))
+        processor.process(signedPayload: signed) { o, summary in
+            outcome.withLock { $0 = (o, summary) }
             done.signal()
         }
         done.wait()
