@@ -541,3 +541,45 @@ def test_a_failed_reconciliation_range_is_read_again():
                      request=admin_pb2.ReconcileRequest(since_time_ms=now_ms() + 3_600_000))
     finally:
         w.close()
+
+
+def test_a_server_that_never_speaks_tls_costs_bounded_time(tmp_path):
+    """An address that accepts TCP and then says nothing (a stuck balancer, a wrong port): each attempt ends at
+    --appstore-api-timeout, the call ends UNAVAILABLE, and billingd stays responsive."""
+    import socket as socketlib
+    import threading
+    silent = socketlib.socket()
+    silent.bind(("127.0.0.1", 0))
+    silent.listen(16)
+    held, stop = [], threading.Event()
+
+    def accept():
+        silent.settimeout(0.2)
+        while not stop.is_set():
+            try:
+                held.append(silent.accept()[0])
+            except OSError:
+                pass
+    t = threading.Thread(target=accept, daemon=True)
+    t.start()
+    w = World("--reconcile-interval", "0", "--environments", "sandbox", "--appstore-api-timeout", "1")
+    try:
+        w.billingd.stop()
+        w.billingd.flags = [f if f != w.sandbox.url else f"https://127.0.0.1:{silent.getsockname()[1]}" for f in w.billingd.flags]
+        w.billingd.start()
+        w.channel = w.billingd.channel()
+        api = billing(w.channel)
+        started = time.monotonic()
+        expect_error(api.RestorePurchases, grpc.StatusCode.UNAVAILABLE, "APPSTORE_API_UNAVAILABLE",
+                     request=pb.RestorePurchasesRequest(account_id="acct-silent", transaction_ids=["7000000001"]), timeout=60)
+        took = time.monotonic() - started
+        assert 3 <= took < 20, took  # 4 attempts of 1 s, with backoff between them
+        assert len(held) == 4
+        assert api.GetEntitlements(pb.GetEntitlementsRequest(account_id="acct-silent")) is not None
+    finally:
+        stop.set()
+        t.join()
+        for c in held:
+            c.close()
+        silent.close()
+        w.close()

@@ -413,6 +413,7 @@ struct BaseURL: Sendable {
 final class PooledConnection: @unchecked Sendable {
     // Sendable: only the thread that took it from the pool touches it until it is given back.
     let client: Client
+    var idleSince = Monotonic.now()
     init(client: Client) { self.client = client }
 }
 
@@ -428,16 +429,21 @@ final class ConnectionPool: Sendable {
     }
 
     func take(tls: TLSContext, timeoutSeconds: Int) throws(SocketError) -> PooledConnection {
+        // An idle connection is reused only while young and quiet: one the server closed or sent a GOAWAY on
+        // would cost an attempt.
         while let c = idle.withLock({ $0.popLast() }) {
-            if c.client.isUsable { return c }
+            if c.client.isUsable, Monotonic.now() &- c.idleSince < Self.maxIdleNanoseconds, !c.client.peerSpokeWhileIdle { return c }
         }
         let client = try Client(address: base.address, tls: base.tls ? tls : nil, serverName: base.host,
                                 timeoutSeconds: timeoutSeconds, authority: base.authority)
         return PooledConnection(client: client)
     }
 
+    static let maxIdleNanoseconds: UInt64 = 60 * 1_000_000_000
+
     func give(_ connection: PooledConnection) {
         guard connection.client.isUsable else { return }
+        connection.idleSince = Monotonic.now()
         idle.withLock { if $0.count < limit { $0.append(connection) } }
     }
 }

@@ -41,6 +41,8 @@ public final class Client {
     private var failure: SocketError?
     private var justFinished: [Int32] = []
     private let authority: String
+    /// The socket timeout; also the longest a write may make no progress.
+    private let timeoutNanoseconds: UInt64
     /// Sent with every call after its own metadata (e.g. `authorization: Bearer KEY`).
     public var metadata: [(String, String)] = []
     private let readBuffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 64 * 1024, alignment: 16)
@@ -67,15 +69,21 @@ public final class Client {
         var tv = timeval()
         tv.tv_sec = timeoutSeconds
         _ = setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+        _ = setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+        self.timeoutNanoseconds = UInt64(max(1, timeoutSeconds)) * 1_000_000_000
         if let context {
             var host = serverName ?? String(address[..<(address.lastIndex(of: ":") ?? address.endIndex)])
             if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
             let t = try TLSSession(context: context, fd: fd, server: false, hostname: host)
             tls = t
+            // A peer that accepts TCP but never speaks TLS must not hold the caller for ever.
+            let deadline = Monotonic.now() &+ timeoutNanoseconds
             while true {
                 switch t.handshake() {
                 case .done: break
-                case .wantRead, .wantWrite: continue
+                case .wantRead, .wantWrite:
+                    if Monotonic.now() >= deadline { throw .tls("handshake timed out") }
+                    continue
                 case .closed: throw .tls("connection closed during handshake")
                 case .failed(let m): throw .tls("handshake failed: \(m)")
                 }
@@ -172,11 +180,22 @@ public final class Client {
             setReceiveTimeout(milliseconds: max(1, min(1000, Int((deadline - now) / 1_000_000))))
             try receive(tolerateTimeout: true)
         }
-        if let code = call.response.resetCode, call.response.httpStatus == 0 {
+        justFinished.removeAll { $0 == id }
+        if let code = call.response.resetCode {
+            // Reset or cut before its end, even after the headers: the body may be partial.
             calls[id] = nil
             throw .protocolError("stream reset (\(code))")
         }
         return finish(id)
+    }
+
+    /// True when the idle connection has something to say (a GOAWAY, a TLS close) or was closed: not to be
+    /// reused for a new request.
+    public var peerSpokeWhileIdle: Bool {
+        var byte: UInt8 = 0
+        let n = recv(fd, &byte, 1, Int32(MSG_PEEK | MSG_DONTWAIT))
+        if n < 0 { return errno != EAGAIN && errno != EWOULDBLOCK }
+        return true
     }
 
     /// False once the server ended the connection (GOAWAY or close): a new one is needed.
@@ -262,6 +281,7 @@ public final class Client {
             if n < 0 { throw .protocolError("mem_send: \(n)") }
             if n == 0 { return }
             var off = 0
+            var stalledSince: UInt64?
             while off < n {
                 let w: Int
                 if let tls {
@@ -274,6 +294,13 @@ public final class Client {
                 } else {
                     w = write(fd, data! + off, n - off)
                     if w < 0 { throw .system(call: "write", errno: errno) }
+                }
+                if w == 0 {
+                    let now = Monotonic.now()
+                    if let since = stalledSince, now &- since > timeoutNanoseconds { throw .system(call: "write", errno: ETIMEDOUT) }
+                    if stalledSince == nil { stalledSince = now }
+                } else {
+                    stalledSince = nil
                 }
                 off += w
             }
