@@ -110,7 +110,8 @@ def test_restore_by_transaction_id_falls_back_to_sandbox_and_pages(world):
                                                    signed_ms=start, token=order_of(world.api, "acct-restore")), customer="alice")
     world.production.reset_requests()
     world.sandbox.reset_requests()
-    r = world.api.RestorePurchases(pb.RestorePurchasesRequest(account_id="acct-restore", transaction_ids=[ids[3]]), timeout=30)
+    # Two ids of one customer: one history fetched (the second id is in it).
+    r = world.api.RestorePurchases(pb.RestorePurchasesRequest(account_id="acct-restore", transaction_ids=[ids[3], ids[7]]), timeout=30)
     products = {e.product_id: e for e in r.entitlements}
     assert set(products) == {SUB, LIFETIME}
     assert products[SUB].active and products[SUB].original_transaction_id == "7100000000"
@@ -356,6 +357,9 @@ def test_flag_errors(tmp_path):
     assert r.returncode != 0 and "not an ES256" in r.stderr and "not a key" not in r.stderr
     r = run("--consumption-answers", "sometimes")
     assert r.returncode == 2 and "off or auto" in r.stderr
+    r = subprocess.run([binary("billingd"), "--bundle-id", mint.BUNDLE, "--listen", "127.0.0.1:0", "--appstore-api-url", "http://127.0.0.1:9"],
+                       capture_output=True, text=True, timeout=30)
+    assert r.returncode == 2 and "clear text" in r.stderr
 
 
 def json_stream(text):

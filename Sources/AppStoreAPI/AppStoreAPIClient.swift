@@ -44,6 +44,8 @@ public enum AppStoreAPIError: Error, Sendable, CustomStringConvertible {
     case rejected(status: Int, code: Int64, message: String)
     /// A 2xx whose JSON is not what Apple documents.
     case malformedAnswer(String)
+    /// More than billingd takes in one call (a history of thousands of transactions).
+    case tooLarge(String)
 
     public var description: String {
         switch self {
@@ -51,6 +53,7 @@ public enum AppStoreAPIError: Error, Sendable, CustomStringConvertible {
         case .notFound(let code, let m): "App Store Server API: not found (\(code)) \(m)"
         case .rejected(let status, let code, let m): "App Store Server API refused the call: HTTP \(status) (\(code)) \(m)"
         case .malformedAnswer(let m): "App Store Server API answer not understood: \(m)"
+        case .tooLarge(let m): "App Store Server API answer too large: \(m)"
         }
     }
 }
@@ -119,18 +122,20 @@ public final class AppStoreAPIClient: Sendable {
                            revision: (try? Self.string(json, "revision")) ?? "", hasMore: Self.bool(json, "hasMore"))
     }
 
-    /// Every page of a transaction history, up to `maxTransactions` signed transactions.
-    public func fullHistory(_ transactionID: String, in environment: AppStoreAPIEnvironment, maxTransactions: Int = 2000)
-        throws(AppStoreAPIError) -> [String] {
+    /// Every page of a transaction history, up to `maxTransactions` signed transactions; `stop` is asked
+    /// between pages (a caller that gave up).
+    public func fullHistory(_ transactionID: String, in environment: AppStoreAPIEnvironment, maxTransactions: Int = 5000,
+                            stop: () -> Bool = { false }) throws(AppStoreAPIError) -> [String] {
         var all: [String] = []
         var revision: String?
+        var revisions = Set<String>()
         while true {
             let page = try transactionHistory(transactionID, revision: revision, in: environment)
             all += page.signedTransactions
-            guard page.hasMore, !page.revision.isEmpty, page.revision != revision else { return all }
-            guard all.count < maxTransactions else {
-                throw .malformedAnswer("history of \(transactionID) holds more than \(maxTransactions) transactions")
-            }
+            guard all.count <= maxTransactions else { throw .tooLarge("the history of \(transactionID) holds more than \(maxTransactions) transactions") }
+            // A revision seen before would loop for ever: the history is complete as far as Apple pages it.
+            guard page.hasMore, !page.revision.isEmpty, revisions.insert(page.revision).inserted else { return all }
+            if stop() { throw .unavailable("stopped: the caller gave up") }
             revision = page.revision
         }
     }

@@ -50,7 +50,7 @@ public final class AdminService: Sendable {
     }
 
     private func offLoop<M: ProtoMessage>(_ responder: Responder, _ work: @escaping @Sendable () throws(BillingError) -> M) {
-        verificationQueue.async {
+        appStoreQueue.async {
             do throws(BillingError) {
                 responder.succeed(try work())
             } catch {

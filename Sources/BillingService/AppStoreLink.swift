@@ -1,3 +1,4 @@
+import AppStore
 public import AppStoreAPI
 public import Billing
 
@@ -20,20 +21,40 @@ public final class AppStoreLink: Sendable {
         self.warn = warn
     }
 
+    /// At most this many signed transactions per RestorePurchases (every id's history together).
+    public static let maxTransactions = 5000
+
     /// The signed history of the customer each id belongs to (every page), from the first accepted
-    /// environment that knows the id; duplicates across ids removed.
-    public func signedHistory(transactionIDs: [String]) -> Result<[String], BillingError> {
+    /// environment that knows the id. An id already in a history fetched for an earlier id is not fetched
+    /// again (ids of one customer share one history). `expired` is checked between pages: a caller that gave
+    /// up stops the fetching.
+    public func signedHistory(transactionIDs: [String], expired: @escaping () -> Bool = { false }) -> Result<[String], BillingError> {
         var seen = Set<String>()
+        var covered = Set<String>()
         var all: [String] = []
-        for id in transactionIDs {
-            let found = firstEnvironment(knowing: id) { env throws(AppStoreAPIError) in try client.fullHistory(id, in: env) }
+        for id in transactionIDs where !covered.contains(id) {
+            let found = firstEnvironment(knowing: id) { env throws(AppStoreAPIError) in
+                try client.fullHistory(id, in: env, maxTransactions: Self.maxTransactions - all.count, stop: expired)
+            }
             switch found {
             case .success(let list):
-                for jws in list where seen.insert(jws).inserted { all.append(jws) }
+                for jws in list where seen.insert(jws).inserted {
+                    all.append(jws)
+                    if let tid = Self.transactionID(unverified: jws) { covered.insert(tid) }
+                }
             case .failure(let e): return .failure(e)
             }
+            if expired() { return .failure(.appStoreAPIUnavailable(detail: "the call's deadline passed while fetching history")) }
         }
         return .success(all)
+    }
+
+    /// The transactionId a JWS claims, read without verification (only to skip fetching a history twice;
+    /// everything used is verified later).
+    static func transactionID(unverified jws: String) -> String? {
+        guard let parsed = try? JWS.parse(jws), case .object(let o)? = try? JSONReader.parse(parsed.payload),
+              case .string(let id)? = o["transactionId"] else { return nil }
+        return id
     }
 
     /// Runs `body` in each accepted environment until one knows the transaction id (404 moves on).
@@ -58,6 +79,8 @@ public final class AppStoreLink: Sendable {
         case .rejected(let status, let code, _) where status == 400 && transactionID != nil:
             // 4000006 invalid transaction id, and the like: the caller's input.
             return .invalidField(field: "transaction_ids", problem: "holds an id the App Store refuses (\(code))")
+        case .tooLarge(let detail):
+            return .invalidField(field: "transaction_ids", problem: "name a history too long to restore by id (\(detail)); restore with signed transactions or the app receipt")
         case .rejected, .malformedAnswer:
             warn(error.description)
             return .appStoreAPIUnavailable(detail: error.description)

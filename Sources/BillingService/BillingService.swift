@@ -8,6 +8,10 @@ import Synchronization
 /// Where slow verifications (app receipts, restores) run, off the event loops.
 let verificationQueue = DispatchQueue(label: "billing.verification", attributes: .concurrent)
 
+/// Where calls that wait on the App Store Server API run (restores by id, the admin service); the client
+/// bounds how many are in flight.
+let appStoreQueue = DispatchQueue(label: "billing.appstore", attributes: .concurrent)
+
 /// The billing.v1.Billing and grpc.health.v1.Health handlers: decode, call the domain, encode.
 /// Knows no sockets and no SQL.
 public final class BillingService: Sendable {
@@ -147,7 +151,8 @@ public final class BillingService: Sendable {
                 return answer(.invalidField(field: "transaction_ids", problem: "entry \(bad) is not a transaction id (digits)"), context, responder)
             }
         }
-        verificationQueue.async { [self] in
+        // Calls to Apple block a thread for seconds: their own queue, not the one app receipts are verified on.
+        (ids.isEmpty ? verificationQueue : appStoreQueue).async { [self] in
             var fetched: [String] = []
             if !ids.isEmpty, let appStore {
                 // The account id is checked before anyone calls Apple.
@@ -156,7 +161,7 @@ public final class BillingService: Sendable {
                 } catch {
                     return answer(error, context, responder)
                 }
-                switch appStore.signedHistory(transactionIDs: ids) {
+                switch appStore.signedHistory(transactionIDs: ids, expired: { context.isExpired }) {
                 case .success(let list): fetched = list
                 case .failure(let e): return answer(e, context, responder)
                 }

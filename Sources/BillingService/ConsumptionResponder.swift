@@ -10,8 +10,8 @@ import Synchronization
 ///   Turning `auto` on is the operator's statement that the app obtains that consent (its terms or a
 ///   prompt); without it, leave the default `off`, and Apple decides without billingd's answer.
 /// - `deliveryStatus`: `DELIVERED` when the transaction paid an order that is COMPLETED (billingd credited
-///   it); `UNDELIVERED_OTHER` when it paid an order that did not complete. A transaction billingd never saw
-///   gets no answer (it cannot say either way).
+///   it). Any other case gets no answer: a transaction billingd never saw, or whose order was refunded since,
+///   is neither delivered nor undelivered as far as billingd can say.
 /// - `sampleContentProvided: false`; no consumption percentage and no refund preference: billingd does not
 ///   know them.
 ///
@@ -38,21 +38,24 @@ public final class ConsumptionResponder: Sendable {
         }
         queue.async { [self] in
             let done = DispatchSemaphore(value: 0)
-            let status = Mutex(DeliveryKnowledge.unknown)
+            let status = Mutex<Result<DeliveryKnowledge, BillingError>>(.success(.unknown))
             store.read({ ledger throws(BillingError) -> DeliveryKnowledge in
                 guard let owned = try ledger.owned(transactionID: transactionID), let orderID = owned.orderID,
                       let order = try ledger.order(id: orderID) else { return .unknown }
-                return order.state == .completed ? .delivered : .undelivered
+                return order.state == .completed ? .delivered : .other(order.state)
             }) { result in
-                if case .success(let s) = result { status.withLock { $0 = s } }
+                status.withLock { $0 = result }
                 done.signal()
             }
             done.wait()
             let delivery: String
             switch status.withLock({ $0 }) {
-            case .unknown: return report(transactionID, "no_record", "billingd has no order paid by this transaction")
-            case .delivered: delivery = "DELIVERED"
-            case .undelivered: delivery = "UNDELIVERED_OTHER"
+            case .failure(let e): return report(transactionID, "failed", "cannot read the order: \(e)")
+            case .success(.unknown): return report(transactionID, "no_record", "billingd has no order paid by this transaction")
+            case .success(.other(let state)):
+                // Paid, then refunded (or otherwise moved on): neither "delivered" nor "never delivered" is true.
+                return report(transactionID, "no_record", "the order it paid is \(state)")
+            case .success(.delivered): delivery = "DELIVERED"
             }
             let info = AppStoreAPIClient.ConsumptionInformation(customerConsented: true, sampleContentProvided: false, deliveryStatus: delivery)
             do throws(AppStoreAPIError) {
@@ -64,5 +67,5 @@ public final class ConsumptionResponder: Sendable {
         }
     }
 
-    enum DeliveryKnowledge: Sendable { case unknown, delivered, undelivered }
+    enum DeliveryKnowledge: Sendable { case unknown, delivered, other(OrderState) }
 }
