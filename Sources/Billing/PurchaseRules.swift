@@ -278,6 +278,11 @@ public enum PurchaseRules {
         var owned = try merge(ledger, t, into: known, context: context)
         guard !owner.isEmpty, owned.accountID != owner, owned.accountID.isEmpty || transfer else {
             if owned.accountID == owner { try adoptUnowned(ledger, originalTransactionID: t.originalTransactionID, owner: owner) }
+            // A newer signed view (a revocation, a later expiry) of a purchase that stays with another account:
+            // that account's entitlement follows it now, not at its next notification.
+            if !owned.accountID.isEmpty, owned.accountID != owner, owned.transaction != known.transaction {
+                try refresh(ledger, accountID: owned.accountID, for: owned.transaction, context: context)
+            }
             return (owned, nil)
         }
         let previous = owned.accountID

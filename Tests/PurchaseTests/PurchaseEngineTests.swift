@@ -278,6 +278,24 @@ struct PurchaseEngineTests {
         }
     }
 
+    @Test("restore under keep: a newer revoked view of another account's purchase revokes that account's entitlement",
+          arguments: Backend.all)
+    func keepRevocationReachesOwner(_ backend: Backend) throws {
+        let h = Harness(backend, policy: .keep)
+        defer { h.store.close() }
+        #expect(try h.restore("alice", jws: [Shop.jws("9100", product: "premium")]).get().first?.active == true)
+        var later = TestStore.Transaction(transactionID: "9100", productID: "premium", type: "Non-Consumable", bundleID: Shop.bundle,
+                                          environment: "Xcode", purchaseDate: Shop.now - 1000)
+        later.revocationDate = Shop.now - 10
+        later.signedDate = Shop.now + 1000  // newer than what alice's proof said
+        let revoked = try Shop.store.signedTransaction(later)
+        #expect(try h.restore("bob", jws: [revoked]).get().isEmpty)
+        let alice: Result<[Billing.Entitlement], BillingError> = wait {
+            h.store.entitlements(accountID: "alice", nowMs: Shop.now, completion: $0)
+        }
+        #expect(try alice.get().first?.active == false)
+    }
+
     @Test("restore moves a purchase to the restoring account under transfer, not under keep", arguments: Backend.all)
     func restorePolicy(_ backend: Backend) throws {
         let transfer = Harness(backend, policy: .transfer)
