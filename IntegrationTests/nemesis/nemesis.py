@@ -19,6 +19,7 @@ and 503 are unknown and retried as ERRORS.md allows (same key / proof / notifica
 the retry budget. Readers: one pages with ListEvents and keeps stopping and resuming from its last cursor, one
 follows WatchEvents and resumes with after_cursor. Exit status 0 when the verdict is VALID."""
 import argparse
+import bisect
 import http.client
 import json
 import os
@@ -676,6 +677,9 @@ def check(history, pg, feeds):
             r["ok"] = r["ok"] or any(e["type"] == "ok" for e in es)
     counts = {k: {} for k in ("create", "submit", "restore", "refund", "charge")}
     reasons = {}
+    by_key = {}  # (account, key) -> order ids in the database
+    for oid, r in rows.items():
+        by_key.setdefault((r["account"], r["key"]), []).append(oid)
     for op, es in ops.items():
         args = es[0]
         kind = args["kind"]
@@ -696,8 +700,7 @@ def check(history, pg, feeds):
                 r = rows.get(oid)
                 if r is None or r["account"] != args["account"] or r["key"] != args["key"] or r["product"] != PRODUCT:
                     problems.append(("acknowledged order missing or wrong", op, es + [{"db": r}]))
-            in_db = [o for o, r in rows.items() if r["account"] == args["account"] and r["key"] == args["key"]]
-            if len(in_db) > 1:
+            if len(by_key.get((args["account"], args["key"]), [])) > 1:
                 problems.append(("one key, several orders in the database", op, es))
         elif kind == "submit":
             refund = refunded.get(args["tx"])
@@ -745,27 +748,52 @@ def check(history, pg, feeds):
     return problems, counts, unresolved, summary
 
 
+LOST = ("acknowledged order missing or wrong", "acknowledged completion not in the database",
+        "acknowledged REFUND, order not REFUNDED", "acknowledged ONE_TIME_CHARGE, order still pending or transaction not recorded")
+
+
+def tally(counts, problems):
+    """The verdict's counts: operations acknowledged (ok, also after an unknown); acknowledged writes the final
+    database lost (plus feed events a reader saw that the final feed lost); transactions credited to two orders or
+    accounts; keys with two orders; operations that had an unknown attempt, resolved by a later definite answer
+    (ok or refused) or still unknown after the retries."""
+    kinds = ("create", "submit", "restore", "refund", "charge")
+    acked = {k: counts[k].get("ok", 0) + counts[k].get("ok-after-unknown", 0) for k in kinds}
+    whats = [p[0] for p in problems]
+    return dict(acknowledged=sum(acked.values()), acknowledged_by_kind=acked,
+                lost=sum(w in LOST for w in whats) + sum("saw events the final feed does not hold" in w for w in whats),
+                duplicated_credits=whats.count("transaction credits two orders or accounts"),
+                duplicate_orders=whats.count("one key, several orders in the database")
+                + whats.count("idempotency key answered two orders"),
+                unknown_resolved=sum(counts[k].get(o, 0) for k in kinds for o in ("ok-after-unknown", "fail-after-unknown")),
+                unknown_unresolved=sum(counts[k].get("unknown", 0) for k in kinds))
+
+
 def unavailability(history):
-    """Longest gap between successful answers, attributed to the fault kinds active when it began."""
+    """Per fault kind, the longest time the clients got no acknowledged answer (ok) from any replica: the longest
+    interval between consecutive ok answers that overlaps a fault window of that kind (start to end of the
+    injection, restart or heal included). "none": the longest such interval overlapping no fault, the baseline."""
     oks = sorted(e["t"] for e in history.events if e["type"] == "ok")
-    windows = []
-    open_ = {}
+    windows, open_ = [], {}
     for e in history.events:
         if e["op"] == "nemesis":
             if e["type"] == "start":
-                open_[id(e)] = e
-            else:
-                s = next((s for s in open_.values() if s["kind"] == e["kind"]), None)
-                if s:
-                    windows.append((s["kind"], s["t"], e["t"]))
-                    del open_[id(s)]
-    longest = {}
-    for a, b in zip(oks, oks[1:]):
-        gap = b - a
-        for kind, s, end in windows:
-            if s - 0.5 <= a <= end:
-                longest[kind] = max(longest.get(kind, 0.0), gap)
-    return {k: round(v, 2) for k, v in longest.items()}
+                open_[e["kind"]] = e["t"]  # one fault at a time
+            elif e["kind"] in open_:
+                windows.append((e["kind"], open_.pop(e["kind"]), e["t"]))
+    gaps = [(b - a, a, b) for a, b in zip(oks, oks[1:])]
+    longest, faulty = {}, set()
+    for kind, start, end in windows:
+        j = max(0, bisect.bisect_right(oks, start) - 1)  # the interval that holds the fault's start
+        while j < len(gaps) and gaps[j][1] < end:
+            if gaps[j][2] > start:
+                longest[kind] = max(longest.get(kind, 0.0), gaps[j][0])
+                faulty.add(j)
+            j += 1
+    calm = [g[0] for j, g in enumerate(gaps) if j not in faulty]
+    if calm:
+        longest["none"] = max(calm)
+    return {k: round(v, 2) for k, v in sorted(longest.items(), key=lambda kv: -kv[1])}
 
 
 def wait_numbered(pg, timeout=30):
@@ -835,7 +863,11 @@ def main(argv=None):
         print(f"faults injected: {kinds}; failover durations (s): {[d for k, d in injected if k == 'failover']}")
         print(f"operations: {json.dumps(counts)}")
         print(f"database: {json.dumps(summary)}; unresolved unknowns: {unresolved}")
-        print(f"longest gap between successful answers, by fault active: {gaps}")
+        print(f"longest unavailability (s) by fault kind, no acknowledged answer from any replica: {gaps}")
+        t = tally(counts, problems)
+        print(f"counts: acknowledged {t['acknowledged']} {json.dumps(t['acknowledged_by_kind'])}, lost {t['lost']}, "
+              f"duplicated credits {t['duplicated_credits']}, duplicate orders {t['duplicate_orders']}, "
+              f"unknown resolved {t['unknown_resolved']}, unknown unresolved {t['unknown_unresolved']}")
         print(f"duration: {time.monotonic() - began:.1f} s")
         if a.history:
             with open(a.history, "w") as f:
