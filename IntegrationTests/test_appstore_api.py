@@ -357,9 +357,9 @@ def test_flag_errors(tmp_path):
     assert r.returncode != 0 and "not an ES256" in r.stderr and "not a key" not in r.stderr
     r = run("--consumption-answers", "sometimes")
     assert r.returncode == 2 and "off or auto" in r.stderr
-    r = subprocess.run([binary("billingd"), "--bundle-id", mint.BUNDLE, "--listen", "127.0.0.1:0", "--appstore-api-url", "http://127.0.0.1:9"],
+    r = subprocess.run([binary("billingd"), "--bundle-id", mint.BUNDLE, "--listen", "127.0.0.1:0", "--appstore-api-url", "ftp://127.0.0.1:9"],
                        capture_output=True, text=True, timeout=30)
-    assert r.returncode == 2 and "clear text" in r.stderr
+    assert r.returncode == 2 and "https://" in r.stderr
 
 
 def json_stream(text):

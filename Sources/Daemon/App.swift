@@ -250,6 +250,11 @@ public final class App: Sendable {
         } catch {
             throw StartError(description: "billingd: --appstore-api-url: \(error)")
         }
+        // The bearer token reads every customer's history: clear text is for local tests only.
+        for url in Set([api.productionURL, api.sandboxURL]) where url.hasPrefix("http://") {
+            logger.log(.warning, "the App Store Server API URL is http://: the API token travels in clear text; use https:// outside local tests",
+                       [("url", .string(url))])
+        }
         let environments = c.environments.compactMap { AppStoreAPIEnvironment(rawValue: $0.prefix(1).uppercased() + $0.dropFirst()) }
         logger.log(.info, "App Store Server API configured", [("key_id", .string(keyID)), ("production_url", .string(api.productionURL)),
                                                               ("sandbox_url", .string(api.sandboxURL)),

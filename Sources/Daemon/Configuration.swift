@@ -291,10 +291,6 @@ public struct Configuration: Sendable, Equatable {
             guard (s.hasPrefix("https://") || s.hasPrefix("http://")) && s.count > 8 && !s.contains(" ") else {
                 throw Invalid(flag: flag, problem: "'\(s.prefix(200))' is not an https:// URL")
             }
-            // The bearer token reads every customer's history: never in clear text outside local tests.
-            if s.hasPrefix("http://") && !c.dev {
-                throw Invalid(flag: flag, problem: "http:// would send the API token in clear text; use https:// (http:// only with --dev)")
-            }
             if flag == "appstore-api-url" { c.appStoreAPIURL = s } else { c.appStoreAPISandboxURL = s }
         }
         if let s = one("appstore-api-ca") { c.appStoreAPICA = try file("appstore-api-ca", s) }
