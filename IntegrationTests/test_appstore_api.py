@@ -153,13 +153,17 @@ def test_tokens_are_apples_shape_and_reused(world):
     assert len({json.dumps(q["jwt_claims"], sort_keys=True) for q in seen}) == 1
 
 
-def test_an_id_proves_nothing(world):
-    """Restore by id never hands a purchase to an account it does not name: not one nobody claimed yet (no
-    appAccountToken), not another account's pending one (its token names the other account's order)."""
+def test_an_id_never_takes_from_another_account(world):
+    """Restore by id restores like a proof, but never takes a purchase from another account: not one it owns,
+    not one paid for another account's pending order (its appAccountToken names that order)."""
     t = now_ms() - DAY
+    # Nobody owns it and nothing names an owner: it restores as a signed transaction would.
     world.sandbox.add_transaction(mint.transaction("7250000000", LIFETIME, product_type=mint.NON_CONSUMABLE, purchase_ms=t,
                                                    signed_ms=t))
-    r = world.api.RestorePurchases(pb.RestorePurchasesRequest(account_id="acct-guess", transaction_ids=["7250000000"]), timeout=30)
+    r = world.api.RestorePurchases(pb.RestorePurchasesRequest(account_id="acct-first", transaction_ids=["7250000000"]), timeout=30)
+    assert [e.product_id for e in r.entitlements] == [LIFETIME]
+    # Owned now: another account naming the id gets nothing, even under the default transfer policy.
+    r = world.api.RestorePurchases(pb.RestorePurchasesRequest(account_id="acct-second", transaction_ids=["7250000000"]), timeout=30)
     assert list(r.entitlements) == []
     # Alice's purchase, paid but not yet submitted: an attacker naming its id gets nothing, and her SubmitReceipt
     # still completes her order afterwards.

@@ -149,9 +149,9 @@ public enum PurchaseRules {
     /// one nobody owns yet attaches to this account.
     /// `transactions` were proven by the caller (signed data from the device) and restore under `policy`.
     /// `byID` were fetched by billingd from the App Store for transaction ids the caller named; an id proves
-    /// nothing (ids are sequential), so those only update what the account already owns, or attach a purchase
-    /// nobody owns when its appAccountToken names one of this account's orders; nothing another account owns is
-    /// touched.
+    /// less than a signed transaction from the device (ids are sequential), so those restore as proofs do
+    /// except that nothing another account owns, and nothing whose appAccountToken names another account's
+    /// order, is touched (PurchaseRules.mayAttachByID).
     public static func restore(_ ledger: some PurchaseLedger, accountID: String, transactions: [StoreTransaction],
                                byID: [StoreTransaction] = [], policy: RestorePolicy, context: RuleContext) throws(BillingError) -> [Entitlement] {
         for original in Set((transactions + byID).map(\.originalTransactionID)).sorted() {
@@ -183,19 +183,19 @@ public enum PurchaseRules {
             .sorted { ($0.productID, $0.originalTransactionID) < ($1.productID, $1.originalTransactionID) }
     }
 
-    /// Whether a transaction fetched by id may be recorded for `accountID`: the account owns it or another
-    /// transaction of its subscription already, or nobody owns it and its appAccountToken names an order of
-    /// this account.
+    /// Whether a transaction fetched by id may be recorded for `accountID`: not when another account owns it
+    /// (or its subscription), and not when its appAccountToken names another account's order (a purchase
+    /// paid for someone else's pending order, not submitted yet); otherwise it restores as a proof would.
     static func mayAttachByID(_ ledger: some PurchaseLedger, _ t: StoreTransaction, accountID: String) throws(BillingError) -> Bool {
         if let known = try ledger.owned(transactionID: t.transactionID), !known.accountID.isEmpty {
             return known.accountID == accountID
         }
         let family = try ledger.transactions(originalTransactionID: t.originalTransactionID)
         if let owner = family.first(where: { !$0.accountID.isEmpty })?.accountID { return owner == accountID }
-        guard let token = t.appAccountToken, let orderID = OrderID.canonical(token), let order = try ledger.order(id: orderID) else {
-            return false
+        if let token = t.appAccountToken, let orderID = OrderID.canonical(token), let order = try ledger.order(id: orderID) {
+            return order.accountID == accountID
         }
-        return order.accountID == accountID
+        return true
     }
 
     /// Builds the entitlement table from the transactions already recorded (a database upgraded from before
