@@ -333,6 +333,16 @@ def test_consumption_request_answered_from_what_billingd_knows(world):
     time.sleep(1)
     puts = [q for q in world.sandbox.requests if q["path"] == "/inApps/v2/transactions/consumption/7600000000"]
     assert len(puts) == 2  # one per request (the first delivery above, and this one), never one per delivery
+    # A server without the v2 endpoint: the same answer through v1, every v1 field present.
+    world.sandbox.fail_next(404, path_prefix="/inApps/v2/transactions/consumption/")
+    assert world.deliver(mint.notification(world.signer, "CONSUMPTION_REQUEST", signed_ms=now_ms(), tx=tx,
+                                            environment="Sandbox"))[1]["result"] == "applied"
+    deadline = time.time() + 10
+    while "platform" not in world.sandbox.consumption.get("7600000000", {}) and time.time() < deadline:
+        time.sleep(0.05)
+    v1 = world.sandbox.consumption["7600000000"]
+    assert v1["customerConsented"] is True and v1["deliveryStatus"] == 0 and v1["platform"] == 1
+    assert v1["appAccountToken"] == order.order_id
 
 
 def test_not_configured_and_key_never_logged(world, fresh):

@@ -227,6 +227,22 @@ public final class AppStoreAPIClient: Sendable {
                      body: Array(information.json.utf8), expectJSON: false)
     }
 
+    /// The older Send Consumption Information (v1, `PUT /inApps/v1/transactions/consumption/{id}`), for a server
+    /// that does not know v2: the same facts, every field v1 requires, "undeclared" (0) where billingd knows
+    /// nothing. `deliveryStatus` 0 means delivered and working.
+    public func sendConsumptionV1(_ transactionID: String, _ information: ConsumptionInformation, appAccountToken: String,
+                                  in environment: AppStoreAPIEnvironment) throws(AppStoreAPIError) {
+        let delivery = information.deliveryStatus == "DELIVERED" ? 0 : 5
+        let body = JSONText.object([
+            ("customerConsented", String(information.customerConsented)), ("consumptionStatus", "0"), ("platform", "1"),
+            ("sampleContentProvided", String(information.sampleContentProvided)), ("deliveryStatus", String(delivery)),
+            ("appAccountToken", JSONText.quote(appAccountToken)), ("accountTenure", "0"), ("playTime", "0"),
+            ("lifetimeDollarsRefunded", "0"), ("lifetimeDollarsPurchased", "0"), ("userStatus", "0"),
+        ])
+        _ = try call("send_consumption", environment, "PUT", "/inApps/v1/transactions/consumption/" + Self.segment(transactionID),
+                     body: Array(body.utf8), expectJSON: false)
+    }
+
     /// Look Up Order ID: the signed transactions of the order id on a customer's receipt email; nil when
     /// Apple does not know the order id (status 1).
     public func lookUpOrder(_ orderID: String, in environment: AppStoreAPIEnvironment) throws(AppStoreAPIError) -> [String]? {

@@ -42,24 +42,32 @@ public final class ConsumptionResponder: Sendable {
             store.read({ ledger throws(BillingError) -> DeliveryKnowledge in
                 guard let owned = try ledger.owned(transactionID: transactionID), let orderID = owned.orderID,
                       let order = try ledger.order(id: orderID) else { return .unknown }
-                return order.state == .completed ? .delivered : .other(order.state)
+                return order.state == .completed ? .delivered(orderID) : .other(order.state)
             }) { result in
                 status.withLock { $0 = result }
                 done.signal()
             }
             done.wait()
             let delivery: String
+            var token = ""
             switch status.withLock({ $0 }) {
             case .failure(let e): return report(transactionID, "failed", "cannot read the order: \(e)")
             case .success(.unknown): return report(transactionID, "no_record", "billingd has no order paid by this transaction")
             case .success(.other(let state)):
                 // Paid, then refunded (or otherwise moved on): neither "delivered" nor "never delivered" is true.
                 return report(transactionID, "no_record", "the order it paid is \(state)")
-            case .success(.delivered): delivery = "DELIVERED"
+            case .success(.delivered(let orderID)):
+                delivery = "DELIVERED"
+                token = orderID
             }
             let info = AppStoreAPIClient.ConsumptionInformation(customerConsented: true, sampleContentProvided: false, deliveryStatus: delivery)
             do throws(AppStoreAPIError) {
-                try client.sendConsumption(transactionID, info, in: env)
+                do throws(AppStoreAPIError) {
+                    try client.sendConsumption(transactionID, info, in: env)
+                } catch .notFound {
+                    // A server without the v2 endpoint (v2 came in 2025): the same answer through v1.
+                    try client.sendConsumptionV1(transactionID, info, appAccountToken: token, in: env)
+                }
                 report(transactionID, "sent", delivery)
             } catch {
                 report(transactionID, "failed", error.description)
@@ -67,5 +75,5 @@ public final class ConsumptionResponder: Sendable {
         }
     }
 
-    enum DeliveryKnowledge: Sendable { case unknown, delivered, other(OrderState) }
+    enum DeliveryKnowledge: Sendable { case unknown, delivered(String), other(OrderState) }
 }
