@@ -601,3 +601,15 @@ def test_a_server_that_never_speaks_tls_costs_bounded_time(tmp_path):
             c.close()
         silent.close()
         w.close()
+
+
+def test_a_new_deployment_reads_all_the_history_apple_keeps():
+    """Nothing recorded yet: the first reconciliation goes back as far as Apple keeps (30 days in the sandbox)."""
+    w = World("--reconcile-interval", "0", "--environments", "sandbox")
+    try:
+        w.sandbox.add_notification({"notificationType": "TEST", "signedDate": now_ms() - 10 * DAY})
+        r = w.admin.Reconcile(admin_pb2.ReconcileRequest(), timeout=60)
+        assert r.applied == 1
+        assert abs(r.start_time_ms - (now_ms() - 30 * DAY)) < 5 * 60_000
+    finally:
+        w.close()

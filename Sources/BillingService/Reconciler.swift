@@ -8,7 +8,7 @@ import Synchronization
 /// the same path as a delivery. Dedupe by notificationUUID makes repeats harmless, so ranges may overlap.
 ///
 /// A run covers, per accepted environment, from `since` (or the newest recorded notification's signedDate
-/// less `margin`; with none recorded, now less `margin`), clamped to what Apple keeps (180 days in
+/// less `margin`; with none recorded, as far back as Apple keeps), clamped to what Apple keeps (180 days in
 /// production, 30 in the sandbox), up to now.
 /// One run at a time; every call blocks its thread.
 public final class Reconciler: Sendable {
@@ -72,7 +72,9 @@ public final class Reconciler: Sendable {
             base = sinceMs
         } else {
             switch newestRecorded() {
-            case .success(let newest): base = (newest ?? now) - marginMs
+            // Nothing recorded yet (a new deployment, or notifications never reached it): as far back as Apple
+            // keeps, clamped per environment below.
+            case .success(let newest): base = newest.map { $0 - marginMs } ?? 0
             case .failure(let e):
                 report.error = e.description
                 return .success(report)
