@@ -66,6 +66,7 @@ class World:
         self.billingd.stop()
         self.production.stop()
         self.sandbox.stop()
+        shutil.rmtree(self.billingd.dir, ignore_errors=True)
         shutil.rmtree(self.dir, ignore_errors=True)
 
     def deliver(self, signed_payload):
