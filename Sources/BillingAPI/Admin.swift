@@ -108,28 +108,27 @@ public struct RequestTestNotificationRequest: ProtoMessage, Equatable {
 }
 
 /// billing.admin.v1.RequestTestNotificationResponse.
-public struct RequestTestNotificationResponse: ProtoMessage, Equatable {
+public struct RequestTestNotificationResponse: TestNotificationTokenMessage, Equatable {
     public var testNotificationToken = ""
     public var environment = Environment.unspecified
     public init() {}
-    public mutating func decodeFields(from r: inout ProtoReader) throws(WireError) {
-        while let (field, wt) = try r.nextTag() {
-            switch field {
-            case 1: try expect(wt, .lengthDelimited, field: 1); testNotificationToken = try r.readString(field: 1)
-            case 2: try expect(wt, .varint, field: 2); environment = Environment(rawValue: try r.readEnum(field: 2))
-            default: try r.skip(wt)
-            }
-        }
-    }
-    public var encodedSize: Int { ProtoSize.string(1, testNotificationToken) + ProtoSize.int32(2, environment.rawValue) }
-    public func encode(to w: inout ProtoWriter) { w.string(1, testNotificationToken); w.int32(2, environment.rawValue) }
 }
 
 /// billing.admin.v1.GetTestNotificationStatusRequest.
-public struct GetTestNotificationStatusRequest: ProtoMessage, Equatable {
+public struct GetTestNotificationStatusRequest: TestNotificationTokenMessage, Equatable {
     public var testNotificationToken = ""
     public var environment = Environment.unspecified
     public init() {}
+}
+
+/// The shape RequestTestNotificationResponse and GetTestNotificationStatusRequest share on the wire:
+/// `test_notification_token = 1`, `environment = 2`; one codec for both.
+public protocol TestNotificationTokenMessage: ProtoMessage {
+    var testNotificationToken: String { get set }
+    var environment: Environment { get set }
+}
+
+extension TestNotificationTokenMessage {
     public mutating func decodeFields(from r: inout ProtoReader) throws(WireError) {
         while let (field, wt) = try r.nextTag() {
             switch field {

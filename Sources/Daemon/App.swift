@@ -296,11 +296,7 @@ public final class App: Sendable {
         let thread = Thread { [self] in
             while !expiryStopped.load(ordering: .relaxed) {
                 reconcile()
-                var waited = 0.0
-                while waited < period && !expiryStopped.load(ordering: .relaxed) {
-                    Thread.sleep(forTimeInterval: 0.2)
-                    waited += 0.2
-                }
+                pauseUnlessStopped(period)
             }
         }
         thread.name = "reconcile"
@@ -439,15 +435,20 @@ public final class App: Sendable {
                 let n = moved.withLock { $0 }
                 if n > 0 { logger.log(.info, "orders expired", [("count", .int(n))]) }
                 if n == 1000 { continue }  // more are due
-                var waited = 0.0
-                while waited < period && !expiryStopped.load(ordering: .relaxed) {
-                    Thread.sleep(forTimeInterval: 0.1)
-                    waited += 0.1
-                }
+                pauseUnlessStopped(period)
             }
         }
         thread.name = "order-expiry"
         thread.start()
+    }
+
+    /// Sleeps `seconds` in tenths, returning early once stop() began (the background loops' wait).
+    private func pauseUnlessStopped(_ seconds: Double) {
+        var waited = 0.0
+        while waited < seconds && !expiryStopped.load(ordering: .relaxed) {
+            Thread.sleep(forTimeInterval: 0.1)
+            waited += 0.1
+        }
     }
 
     /// Calls answered so far with a given code (the server's own count of grpc-status).
