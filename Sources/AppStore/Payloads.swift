@@ -21,9 +21,9 @@ public enum AppStoreEnvironment: String, Sendable, Equatable, CaseIterable {
 
 /// Typed reads from a decoded JSON object; numbers may be integers or fractional milliseconds.
 struct JSONFields {
-    let object: [String: JSONValue]
+    let object: JSONObject
 
-    init(_ object: [String: JSONValue]) { self.object = object }
+    init(_ object: JSONObject) { self.object = object }
 
     init(bytes: [UInt8]) throws(VerificationFailure) {
         guard bytes.count <= JWS.maxBytes, case .object(let o)? = try? JSONReader.parse(bytes) else {

@@ -75,8 +75,10 @@ public final class SQLiteOrderStore: OrderStore {
             // keep missing that moment, so the WAL grows, and on a full disk a WAL that took the last free space leaves
             // a checkpoint no room to grow the database file: writes then fail for good, even after space is freed
             // elsewhere. So past `walLimitBytes` (and after a failed write) the writer checkpoints itself, between
-            // groups, where nothing can append; `journal_size_limit` then gives the space back.
-            if !committed || SQLiteOrderStore.fileSize(walPath) > SQLiteOrderStore.walLimitBytes {
+            // groups, where nothing can append; `journal_size_limit` then gives the space back. While the disk has
+            // room to spare the WAL may grow to `walRoomyLimitBytes` first: fewer, larger checkpoints copy a page
+            // rewritten by many commits (index leaves) once, which cut pwrite/pread/fdatasync per notification by a third.
+            if !committed || SQLiteOrderStore.walNeedsCheckpoint(walPath) {
                 try? confinedWriter.value.execute("PRAGMA wal_checkpoint(PASSIVE)")
             }
         } onStop: {
@@ -100,6 +102,20 @@ public final class SQLiteOrderStore: OrderStore {
 
     /// The WAL size past which the writer checkpoints itself (and to which a restarted WAL is truncated).
     static let walLimitBytes = 1 << 20
+    /// The WAL size the writer lets pass before it checkpoints itself while the file system has room to spare.
+    static let walRoomyLimitBytes = 16 << 20
+    /// Free space under which the WAL is held to `walLimitBytes` (a checkpoint may need to grow the database file).
+    static let roomyFreeBytes = 256 << 20
+
+    /// Whether the writer should checkpoint itself now (between groups).
+    static func walNeedsCheckpoint(_ walPath: String) -> Bool {
+        let wal = fileSize(walPath)
+        if wal <= walLimitBytes { return false }
+        if wal > walRoomyLimitBytes { return true }
+        var fs = statvfs()
+        guard statvfs(walPath, &fs) == 0 else { return true }
+        return UInt64(fs.f_bavail) * UInt64(fs.f_frsize) < UInt64(roomyFreeBytes)
+    }
 
     static func fileSize(_ path: String) -> Int {
         var st = stat()

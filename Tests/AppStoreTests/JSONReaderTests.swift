@@ -19,6 +19,23 @@ struct JSONReaderTests {
         #expect(o["o"] == .object(["k": .bool(false)]))
     }
 
+    @Test("a repeated key reads as its last value; integers read exactly at every length")
+    func repeatedKeysAndIntegers() throws {
+        guard case .object(let o) = try JSONReader.parse(Array(#"{"k":1,"x":"a","k":2}"#.utf8)) else { Issue.record("not an object"); return }
+        #expect(o["k"] == .integer(2))
+        #expect(o.count == 2)
+        #expect(o == ["x": .string("a"), "k": .integer(2)])
+        let cases: [(String, JSONValue)] = [
+            ("0", .integer(0)), ("-0", .integer(0)), ("7", .integer(7)), ("-42", .integer(-42)),
+            ("999999999999999999", .integer(999_999_999_999_999_999)), ("-999999999999999999", .integer(-999_999_999_999_999_999)),
+            ("9223372036854775807", .integer(Int64.max)), ("-9223372036854775808", .integer(Int64.min)),
+            ("9223372036854775808", .number(9223372036854775808.0)), ("12.5", .number(12.5)),
+        ]
+        for (text, value) in cases {
+            #expect(try JSONReader.parse(Array(text.utf8)) == value, "\(text)")
+        }
+    }
+
     @Test("agrees with Foundation on real payload shapes")
     func agreesWithFoundation() throws {
         let text = #"{"transactionId":"2000001024998954","price":1990,"purchaseDate":1759302552000,"isUpgraded":false,"eligibleWinBackOfferIds":["a","b"]}"#
