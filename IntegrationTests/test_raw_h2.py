@@ -234,11 +234,15 @@ def test_whitespace_and_connection_headers_get_an_answer(fresh, tmp_path):
         else:
             assert code in (16, 5), (extra, code)
             assert extra[0][0] != "authorization" or code == 16
-    # A connection-specific field makes a request malformed (RFC 9113 8.2.2; grpc-go resets it too, gRFC A41);
-    # nghttp2 1.52 could skip it only with all HTTP messaging checks off. The stream is reset, the connection lives.
-    sid = raw.request("/billing.v1.Billing/GetOrder", extra=[("connection", "keep-alive")])
-    raw.send(sid, body, end=True)
-    assert raw.collect(sid)[3] == h2.errors.ErrorCodes.PROTOCOL_ERROR
+    # Connection-specific fields (some HTTP stacks add `connection: keep-alive`) and names that are not lowercase
+    # tokens are skipped and the call answered, as grpc-go 1.33 answers them (bench/README.md, HTTP/2 edge cases).
+    for extra in ([("connection", "keep-alive")], [("keep-alive", "timeout=5")], [("transfer-encoding", "chunked")],
+                  [("upgrade", "h2c")], [("X-Upper", "1")]):
+        sid = raw.request("/billing.v1.Billing/GetOrder", extra=extra + [("authorization", "Bearer k1")])
+        raw.send(sid, body, end=True)
+        headers, data, trailers, reset = raw.collect(sid)
+        assert reset is None, (extra, reset)
+        assert status_of(headers, trailers) == 5, extra  # authenticated, the order is unknown: NOT_FOUND
     sid = raw.request("/grpc.health.v1.Health/Check")
     raw.send(sid, frame(b""), end=True)
     assert raw.collect(sid)[2]["grpc-status"] == "0"
@@ -302,3 +306,31 @@ def test_http1_request_answered_in_http1(server):
     head = answer.split(b"\r\n\r\n")[0].lower()
     assert b"connection: close" in head
     still_serving(server)
+
+
+def test_malformed_requests_are_reset_and_the_connection_serves_on(server):
+    """RFC 9113 8.1.1: a malformed request gets RST_STREAM PROTOCOL_ERROR; the connection keeps serving."""
+    raw = RawConnection(server.address, validate=False)
+    cases = {
+        "no :path": [(":method", "POST"), (":scheme", "http"), (":authority", "b")],
+        "no :scheme": [(":method", "POST"), (":path", "/grpc.health.v1.Health/Check")],
+        "pseudo-field after a regular one": [(":method", "POST"), ("content-type", "application/grpc"), (":scheme", "http"),
+                                             (":path", "/grpc.health.v1.Health/Check")],
+        "repeated :path": [(":method", "POST"), (":scheme", "http"), (":path", "/a"), (":path", "/grpc.health.v1.Health/Check")],
+        "unknown pseudo-field": [(":method", "POST"), (":scheme", "http"), (":path", "/grpc.health.v1.Health/Check"), (":status", "200")],
+        "NUL in a value": [(":method", "POST"), (":scheme", "http"), (":path", "/grpc.health.v1.Health/Check"), ("x-note", "a\x00b")],
+    }
+    for name, headers in cases.items():
+        sid = raw.conn.get_next_available_stream_id()
+        raw.conn.send_headers(sid, headers + [("te", "trailers")], end_stream=True)
+        raw.flush()
+        assert raw.collect(sid)[3] == h2.errors.ErrorCodes.PROTOCOL_ERROR, name
+    # Trailers that do not end the request are malformed too.
+    sid = raw.request("/grpc.health.v1.Health/Check")
+    block = raw.conn.encoder.encode([("x-trailer", "1")])  # h2 refuses to send this itself: a raw HEADERS frame
+    raw.sock.sendall(struct.pack(">I", len(block))[1:] + bytes([0x1, 0x4]) + struct.pack(">I", sid) + block)
+    assert raw.collect(sid)[3] == h2.errors.ErrorCodes.PROTOCOL_ERROR
+    sid = raw.request("/grpc.health.v1.Health/Check")
+    raw.send(sid, frame(b""), end=True)
+    assert raw.collect(sid)[2]["grpc-status"] == "0"
+    raw.close()

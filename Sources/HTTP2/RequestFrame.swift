@@ -6,6 +6,8 @@ package enum RequestFrame {
     case headers(stream: Int32, endStream: Bool)
     /// The request ended (its last DATA frame, or trailers).
     case ended(stream: Int32)
+    /// A second HEADERS frame (trailers) that does not end the request: malformed (RFC 9113 8.1).
+    case trailersWithoutEnd(stream: Int32)
 
     /// Reads a received frame; nil for frames that do not move a request along.
     package init?(_ frame: UnsafePointer<nghttp2_frame>) {
@@ -16,6 +18,8 @@ package enum RequestFrame {
             self = .headers(stream: id, endStream: endStream)
         case NGHTTP2_HEADERS.rawValue where endStream, NGHTTP2_DATA.rawValue where endStream:
             self = .ended(stream: id)  // trailers from the client end its request too
+        case NGHTTP2_HEADERS.rawValue:
+            self = .trailersWithoutEnd(stream: id)
         default:
             return nil
         }

@@ -96,6 +96,10 @@ final class ServerConnection: EventHandler, DeferredFlush, ResponseSink, @unchec
         // Like grpc-go: a value with leading or trailing whitespace (grpcio sends `authorization: Bearer `
         // for an empty token) is read, trimmed, and answered, not a stream error.
         nghttp2_option_set_no_rfc9113_leading_and_trailing_ws_validation(option, 1)
+        // nghttp2 1.52 resets any stream that carries a connection-specific field (`connection: keep-alive`,
+        // which some HTTP stacks add); grpc-go skips the field and answers. Its HTTP checks are all or nothing,
+        // so they are off and `RequestFieldCheck` applies RFC 9113 8.2-8.3 itself, skipping only those fields.
+        nghttp2_option_set_no_http_messaging(option, 1)
         var s: OpaquePointer?
         nghttp2_session_server_new2(&s, callbacks, Unmanaged.passUnretained(self).toOpaque(), option)
         session = s
@@ -479,8 +483,17 @@ final class ServerConnection: EventHandler, DeferredFlush, ResponseSink, @unchec
         return found
     }
 
-    fileprivate func header(streamID: Int32, name: UnsafeBufferPointer<UInt8>, value rawValue: UnsafeBufferPointer<UInt8>) -> Bool {
-        guard let stream = stream(streamID) else { return true }
+    fileprivate func header(streamID: Int32, name: UnsafeBufferPointer<UInt8>, value rawValue: UnsafeBufferPointer<UInt8>,
+                            trailer: Bool) -> Bool {
+        guard let stream = stream(streamID), !stream.malformed else { return true }
+        switch RequestFieldCheck.check(name: name, value: rawValue, trailer: trailer, stream: stream) {
+        case .use: break
+        case .skip: return true
+        case .malformed:
+            reject(stream)
+            return true
+        }
+        if trailer { return true }  // gRPC requests carry no trailers worth reading
         stream.headerBytes += name.count + rawValue.count + 32
         if stream.headerBytes > shared.configuration.maxHeaderListBytes {
             // Answered with RESOURCE_EXHAUSTED once the block ends; what was kept is dropped now.
@@ -538,9 +551,26 @@ final class ServerConnection: EventHandler, DeferredFlush, ResponseSink, @unchec
         return field
     }
 
+    /// A malformed request (RFC 9113 8.1.1): RST_STREAM PROTOCOL_ERROR; the connection serves on.
+    private func reject(_ stream: ServerStream) {
+        guard !stream.malformed, let session else { return }
+        stream.malformed = true
+        stream.metadata = []
+        nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), stream.id, UInt32(NGHTTP2_PROTOCOL_ERROR.rawValue))
+        scheduleFlush()
+    }
+
+    fileprivate func trailersWithoutEnd(streamID: Int32) {
+        if let stream = stream(streamID) { reject(stream) }
+    }
+
     /// The request's headers are complete: check them, and dispatch if the body is empty.
     fileprivate func headersComplete(streamID: Int32, endStream: Bool) {
-        guard let stream = stream(streamID) else { return }
+        guard let stream = stream(streamID), !stream.malformed else { return }
+        guard stream.pseudoFields & PseudoField.required == PseudoField.required else {
+            reject(stream)
+            return
+        }
         stream.startedAt = Monotonic.now()
         // A request body that never ends must not hold the stream forever: the sweep ends it at the cap.
         let cap = shared.configuration.maxDeadlineNanoseconds
@@ -998,7 +1028,8 @@ private let onHeader: nghttp2_on_header_callback = { _, frame, name, namelen, va
     let ok = connection(userData).header(
         streamID: frame.pointee.hd.stream_id,
         name: UnsafeBufferPointer(start: name, count: namelen),
-        value: UnsafeBufferPointer(start: value, count: valuelen))
+        value: UnsafeBufferPointer(start: value, count: valuelen),
+        trailer: frame.pointee.headers.cat != NGHTTP2_HCAT_REQUEST)
     return ok ? 0 : Int32(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue)
 }
 
@@ -1006,6 +1037,7 @@ private let onFrameRecv: nghttp2_on_frame_recv_callback = { _, frame, userData i
     switch frame.flatMap(RequestFrame.init) {
     case .headers(let id, let endStream): connection(userData).headersComplete(streamID: id, endStream: endStream)
     case .ended(let id): connection(userData).requestEnded(streamID: id)
+    case .trailersWithoutEnd(let id): connection(userData).trailersWithoutEnd(streamID: id)
     case nil: break
     }
     return 0

@@ -12,6 +12,11 @@ final class ServerStream {
     var headerBytes = 0
     /// The header block went over `--max-header-list-bytes`: answered RESOURCE_EXHAUSTED, never dispatched.
     var headerListTooLarge = false
+    /// Request pseudo-header fields seen (PseudoField bits), whether a regular field came, and whether the
+    /// request broke RFC 9113 8.2-8.3 (answered with RST_STREAM PROTOCOL_ERROR, never dispatched).
+    var pseudoFields: UInt8 = 0
+    var sawRegularField = false
+    var malformed = false
     var handler: UnaryHandler?
     /// Server streaming: the handler, whether headers went out, whether nghttp2 waits for data,
     /// and the status once the writer finished.
@@ -71,6 +76,9 @@ final class ServerStream {
         if !metadata.isEmpty { metadata = [] }
         headerBytes = 0
         headerListTooLarge = false
+        pseudoFields = 0
+        sawRegularField = false
+        malformed = false
         handler = nil
         headersSent = false
         deferred = false

@@ -283,7 +283,7 @@ private let h2FrameRecv: nghttp2_on_frame_recv_callback = { _, frame, userData i
     switch frame.flatMap(RequestFrame.init) {
     case .headers(let id, let endStream): connection(userData).headersComplete(id, endStream: endStream)
     case .ended(let id): connection(userData).requestEnded(id)
-    case nil: break
+    case .trailersWithoutEnd, nil: break  // this session keeps nghttp2's HTTP checks: it resets such streams itself
     }
     return 0
 }

@@ -1,0 +1,68 @@
+@testable import HTTP2
+import Testing
+
+@Suite("Request fields as RFC 9113 8.2-8.3 reads them, connection-specific fields skipped")
+struct RequestFieldCheckTests {
+    /// Runs a header block (and optional trailers) through the check; the first verdict that is not `.use`
+    /// wins, and a complete block without the required pseudo-fields is malformed.
+    static func run(_ fields: [(String, String)], trailers: [(String, String)] = []) -> RequestFieldCheck.Verdict {
+        var pseudo: UInt8 = 0
+        var regular = false
+        var skipped = false
+        for (block, isTrailer) in [(fields, false), (trailers, true)] {
+            for (name, value) in block {
+                let n = Array(name.utf8), v = Array(value.utf8)
+                let verdict = n.withUnsafeBufferPointer { nb in
+                    v.withUnsafeBufferPointer { vb in
+                        RequestFieldCheck.check(name: nb, value: vb, trailer: isTrailer, pseudoFields: &pseudo, sawRegularField: &regular)
+                    }
+                }
+                if verdict == .malformed { return .malformed }
+                if verdict == .skip { skipped = true }
+            }
+            if !isTrailer && pseudo & PseudoField.required != PseudoField.required { return .malformed }
+        }
+        return skipped ? .skip : .use
+    }
+
+    static let base = [(":method", "POST"), (":scheme", "http"), (":path", "/grpc.health.v1.Health/Check"), (":authority", "h")]
+
+    @Test("a plain gRPC request is read")
+    func plain() {
+        #expect(Self.run(Self.base + [("content-type", "application/grpc"), ("te", "trailers"), ("authorization", "Bearer ")]) == .use)
+        #expect(Self.run(Array(Self.base.prefix(3))) == .use)  // :authority is optional
+    }
+
+    @Test("connection-specific fields and names that are not lowercase tokens are skipped, not fatal",
+          arguments: ["connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade", "X-Upper", "bad name", "bad:colon"])
+    func skipped(_ name: String) {
+        #expect(Self.run(Self.base + [(name, "keep-alive")]) == .skip)
+    }
+
+    @Test("malformed requests", arguments: [
+        [(":method", "POST"), (":scheme", "http")] as [(String, String)],  // no :path
+        [(":method", "POST"), (":path", "/x")],  // no :scheme
+        [(":scheme", "http"), (":path", "/x")],  // no :method
+        base + [(":path", "/again")],  // repeated
+        [(":method", "POST"), ("content-type", "application/grpc"), (":scheme", "http"), (":path", "/x")],  // pseudo after regular
+        base + [(":status", "200")],  // a response's pseudo-field
+        base + [(":protocol", "x")],  // unknown pseudo-field
+        [(":method", "POST"), (":scheme", "http"), (":path", "")],  // empty :path
+        base + [("x-note", "a\u{0}b")], base + [("x-note", "a\rb")], base + [("x-note", "a\nb")],  // NUL, CR, LF
+        base + [("", "v")],  // empty name
+    ])
+    func malformed(_ fields: [(String, String)]) {
+        #expect(Self.run(fields) == .malformed)
+    }
+
+    @Test("trailers carry no pseudo-fields; their regular fields are fine")
+    func trailers() {
+        #expect(Self.run(Self.base, trailers: [("x-trailer", "1")]) == .use)
+        #expect(Self.run(Self.base, trailers: [(":path", "/x")]) == .malformed)
+    }
+
+    @Test("whitespace around a value is allowed (trimmed later)")
+    func whitespace() {
+        #expect(Self.run(Self.base + [("authorization", " Bearer k1 "), ("x-tab", "\tv\t")]) == .use)
+    }
+}
