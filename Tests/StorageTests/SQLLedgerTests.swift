@@ -88,27 +88,23 @@ struct EntitlementBackfillTests {
 
 @Suite("When the SQLite writer checkpoints itself")
 struct WALCheckpointPolicyTests {
-    @Test("under 1 MiB never; up to 16 MiB only when the disk is short of room; past 16 MiB always")
-    func policy() throws {
-        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("walpolicy-\(UUID().uuidString)")
-        try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-        defer { try? FileManager.default.removeItem(at: dir) }
-        let wal = dir.appendingPathComponent("b.db-wal").path
-        func size(_ n: Int) throws {
-            FileManager.default.createFile(atPath: wal, contents: nil)
-            let h = try FileHandle(forWritingTo: URL(fileURLWithPath: wal))
-            try h.truncate(atOffset: UInt64(n))  // sparse: only st_size matters
-            try h.close()
-        }
-        #expect(!SQLiteOrderStore.walNeedsCheckpoint(wal))  // no file yet
-        try size(SQLiteOrderStore.walLimitBytes)
-        #expect(!SQLiteOrderStore.walNeedsCheckpoint(wal))
+    @Test("past 1 MiB on a disk short of room, past 16 MiB on a roomy one")
+    func policy() {
+        let small = SQLiteOrderStore.walLimitBytes, large = SQLiteOrderStore.walRoomyLimitBytes
+        #expect(!WALPolicy.needsCheckpoint(walBytes: 0, roomy: false))
+        #expect(!WALPolicy.needsCheckpoint(walBytes: small, roomy: false))
+        #expect(WALPolicy.needsCheckpoint(walBytes: small + 1, roomy: false))
+        #expect(!WALPolicy.needsCheckpoint(walBytes: small + 1, roomy: true))
+        #expect(!WALPolicy.needsCheckpoint(walBytes: large, roomy: true))
+        #expect(WALPolicy.needsCheckpoint(walBytes: large + 1, roomy: true))
+    }
+
+    @Test("a roomy file system is one with 256 MiB free")
+    func room() {
         var fs = statvfs()
-        #expect(statvfs(dir.path, &fs) == 0)
-        let roomy = UInt64(fs.f_bavail) * UInt64(fs.f_frsize) >= UInt64(SQLiteOrderStore.roomyFreeBytes)
-        try size(SQLiteOrderStore.walLimitBytes + 4096)
-        #expect(SQLiteOrderStore.walNeedsCheckpoint(wal) == !roomy)
-        try size(SQLiteOrderStore.walRoomyLimitBytes + 1)
-        #expect(SQLiteOrderStore.walNeedsCheckpoint(wal))
+        #expect(statvfs("/tmp", &fs) == 0)
+        let free = UInt64(fs.f_bavail) * UInt64(fs.f_frsize)
+        #expect(SQLiteOrderStore.hasRoom("/tmp") == (free >= UInt64(SQLiteOrderStore.roomyFreeBytes)))
+        #expect(!SQLiteOrderStore.hasRoom("/no/such/dir"))
     }
 }
