@@ -66,3 +66,14 @@ struct RequestFieldCheckTests {
         #expect(Self.run(Self.base + [("authorization", " Bearer k1 "), ("x-tab", "\tv\t")]) == .use)
     }
 }
+
+@Suite("The token bitmap")
+struct TokenBitmapTests {
+    @Test("agrees with RFC 9110's tchar without A-Z for every byte")
+    func everyByte() {
+        let tchar = Set(Array("!#$%&'*+-.^_`|~0123456789abcdefghijklmnopqrstuvwxyz".utf8))
+        for b in 0...255 {
+            #expect(RequestFieldCheck.isLowercaseTokenByte(UInt8(b)) == tchar.contains(UInt8(b)), "byte \(b)")
+        }
+    }
+}
