@@ -465,7 +465,7 @@ final class ServerConnection: EventHandler, DeferredFlush, ResponseSink, @unchec
     fileprivate func beginHeaders(streamID: Int32) {
         let stream: ServerStream
         if let spare = spareStreams.popLast() {
-            spare.reuse(id: streamID, maxMessageBytes: shared.configuration.maxMessageBytes)
+            spare.reassign(id: streamID)  // cleared when it closed
             stream = spare
         } else {
             stream = ServerStream(id: streamID, maxMessageBytes: shared.configuration.maxMessageBytes)
@@ -716,7 +716,7 @@ final class ServerConnection: EventHandler, DeferredFlush, ResponseSink, @unchec
         abandon(stream)
         if stream.reusable && spareStreams.count < Self.maxSpareStreams {
             // Drop what the call held now (answer, handler, cancellation), not when the stream is reused.
-            stream.reuse(id: 0, maxMessageBytes: 0)
+            stream.reuse(id: 0, maxMessageBytes: shared.configuration.maxMessageBytes)
             spareStreams.append(stream)
         }
         if draining && streams.isEmpty { scheduleFlush() }
@@ -1011,45 +1011,48 @@ private func same(_ bytes: UnsafeBufferPointer<UInt8>, _ literal: [UInt8]) -> Bo
 
 // MARK: nghttp2 callbacks: find the connection through user_data, never throw into C.
 
-private func connection(_ userData: UnsafeMutableRawPointer?) -> ServerConnection {
-    Unmanaged<ServerConnection>.fromOpaque(userData!).takeUnretainedValue()
+/// Runs `body` with the connection behind `userData` without retaining it: nghttp2 calls back only from inside
+/// `nghttp2_session_mem_recv`/`send` on the connection's own loop, while the connection is alive and in use.
+@inline(__always)
+private func withConnection<T>(_ userData: UnsafeMutableRawPointer?, _ body: (ServerConnection) -> T) -> T {
+    Unmanaged<ServerConnection>.fromOpaque(userData!)._withUnsafeGuaranteedRef(body)
 }
 
 private let onBeginHeaders: nghttp2_on_begin_headers_callback = { _, frame, userData in
     guard let frame else { return 0 }
     if frame.pointee.hd.type == UInt8(NGHTTP2_HEADERS.rawValue) && frame.pointee.headers.cat == NGHTTP2_HCAT_REQUEST {
-        connection(userData).beginHeaders(streamID: frame.pointee.hd.stream_id)
+        withConnection(userData) { $0.beginHeaders(streamID: frame.pointee.hd.stream_id) }
     }
     return 0
 }
 
 private let onHeader: nghttp2_on_header_callback = { _, frame, name, namelen, value, valuelen, _, userData in
     guard let frame, frame.pointee.hd.type == UInt8(NGHTTP2_HEADERS.rawValue) else { return 0 }
-    let ok = connection(userData).header(
+    let ok = withConnection(userData) { $0.header(
         streamID: frame.pointee.hd.stream_id,
         name: UnsafeBufferPointer(start: name, count: namelen),
         value: UnsafeBufferPointer(start: value, count: valuelen),
-        trailer: frame.pointee.headers.cat != NGHTTP2_HCAT_REQUEST)
+        trailer: frame.pointee.headers.cat != NGHTTP2_HCAT_REQUEST) }
     return ok ? 0 : Int32(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue)
 }
 
 private let onFrameRecv: nghttp2_on_frame_recv_callback = { _, frame, userData in
     switch frame.flatMap(RequestFrame.init) {
-    case .headers(let id, let endStream): connection(userData).headersComplete(streamID: id, endStream: endStream)
-    case .ended(let id): connection(userData).requestEnded(streamID: id)
-    case .trailersWithoutEnd(let id): connection(userData).trailersWithoutEnd(streamID: id)
+    case .headers(let id, let endStream): withConnection(userData) { $0.headersComplete(streamID: id, endStream: endStream) }
+    case .ended(let id): withConnection(userData) { $0.requestEnded(streamID: id) }
+    case .trailersWithoutEnd(let id): withConnection(userData) { $0.trailersWithoutEnd(streamID: id) }
     case nil: break
     }
     return 0
 }
 
 private let onDataChunk: nghttp2_on_data_chunk_recv_callback = { _, _, streamID, data, len, userData in
-    connection(userData).data(streamID: streamID, bytes: UnsafeRawBufferPointer(start: data, count: len))
+    withConnection(userData) { $0.data(streamID: streamID, bytes: UnsafeRawBufferPointer(start: data, count: len)) }
     return 0
 }
 
 private let onStreamClose: nghttp2_on_stream_close_callback = { _, streamID, _, userData in
-    connection(userData).streamClosed(streamID: streamID)
+    withConnection(userData) { $0.streamClosed(streamID: streamID) }
     return 0
 }
 
@@ -1058,11 +1061,11 @@ private let onFrameSend: nghttp2_on_frame_send_callback = { _, frame, userData i
     let type = UInt32(frame.pointee.hd.type)
     if (type == NGHTTP2_HEADERS.rawValue || type == NGHTTP2_DATA.rawValue),
        frame.pointee.hd.flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0 {
-        connection(userData).sentEndStream(streamID: frame.pointee.hd.stream_id)
+        withConnection(userData) { $0.sentEndStream(streamID: frame.pointee.hd.stream_id) }
     }
     return 0
 }
 
 private let readBodyCallback: nghttp2_data_source_read_callback = { _, streamID, buf, length, flags, _, userData in
-    connection(userData).readBody(streamID: streamID, into: buf!, length: length, flags: flags!)
+    withConnection(userData) { $0.readBody(streamID: streamID, into: buf!, length: length, flags: flags!) }
 }

@@ -66,6 +66,11 @@ final class ServerStream {
         streamingHandler == nil && bidiHandler == nil && writer == nil && receiver == nil && streamDeframer == nil
     }
 
+    /// A spare stream (reset by `reuse` when it closed) takes stream `id`: nothing else to clear.
+    func reassign(id: Int32) {
+        self.id = id
+    }
+
     /// Makes a closed stream new again for stream `id` (what `init` would give).
     func reuse(id: Int32, maxMessageBytes: Int) {
         self.id = id
