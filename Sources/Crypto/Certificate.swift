@@ -172,7 +172,7 @@ public final class PublicKey: @unchecked Sendable {
     public func verifyES256(signature: [UInt8], message: UnsafeRawBufferPointer) -> Bool {
         guard signature.count == 64, isP256 else { return false }
         var digest = [UInt8](repeating: 0, count: 32)
-        _ = SHA256(message.baseAddress?.assumingMemoryBound(to: UInt8.self), message.count, &digest)
+        digest.withUnsafeMutableBufferPointer { Digest.sha256(message.baseAddress, message.count, into: $0.baseAddress!) }
         return verifyDigest(signatureDER: ECDSASignature.der(fromRaw: signature), digest: digest)
     }
 }
