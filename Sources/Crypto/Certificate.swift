@@ -115,18 +115,16 @@ public final class PublicKey: @unchecked Sendable {
     let pkey: OpaquePointer
     /// Verify-initialised EVP_PKEY_CTXs, reused: OpenSSL 3 fetches algorithms on every init, which cost
     /// more than a fifth of an ES256 check.
-    /// (Addresses of EVP_PKEY_CTX, kept as integers so the pool is Sendable.)
-    private let contexts = Mutex<[UInt]>([])
+    private let contexts = ContextPool { EVP_PKEY_CTX_free($0) }
 
     init(owning pkey: OpaquePointer) { self.pkey = pkey }
     deinit {
-        for ctx in contexts.withLock({ $0 }) { EVP_PKEY_CTX_free(OpaquePointer(bitPattern: ctx)) }
         EVP_PKEY_free(pkey)
     }
 
     /// Verifies a DER ECDSA/RSA signature over a SHA-256 digest with a pooled context.
     func verifyDigest(signatureDER: [UInt8], digest: [UInt8]) -> Bool {
-        var ctx = contexts.withLock { $0.popLast() }.flatMap { OpaquePointer(bitPattern: $0) }
+        var ctx = contexts.take()
         if ctx == nil {
             guard let fresh = EVP_PKEY_CTX_new_from_pkey(nil, pkey, nil) else { return false }
             guard EVP_PKEY_verify_init(fresh) == 1 else {
@@ -138,13 +136,7 @@ public final class PublicKey: @unchecked Sendable {
         }
         let rc = EVP_PKEY_verify(ctx, signatureDER, signatureDER.count, digest, digest.count)
         if rc != 1 { ERR_clear_error() }
-        let address = UInt(bitPattern: ctx)
-        let kept = contexts.withLock { pool -> Bool in
-            guard pool.count < 64 else { return false }
-            pool.append(address)
-            return true
-        }
-        if !kept { EVP_PKEY_CTX_free(ctx) }
+        if let ctx { contexts.give(ctx) }
         return rc == 1
     }
 

@@ -1,5 +1,4 @@
 import COpenSSL
-import Synchronization
 
 /// Why a cryptographic operation failed: the input (malformed, untrusted) or the library.
 public enum CryptoError: Error, Equatable, Sendable, CustomStringConvertible {
@@ -36,14 +35,12 @@ public enum Digest {
     /// Sendable in practice: a fetched EVP_MD is immutable and OpenSSL allows it on any thread.
     nonisolated(unsafe) static let sha256MD: OpaquePointer? = EVP_MD_fetch(nil, "SHA256", nil)
 
-    /// Digest contexts kept for reuse (as addresses, so the pool is Sendable): initialising a context that
-    /// already holds SHA-256 only resets it, where a fresh one allocates and sets up the provider's state.
-    private static let contexts = Mutex<[UInt]>([])
+    /// Digest contexts kept for reuse: initialising a context that already holds SHA-256 only resets it.
+    private static let contexts = ContextPool { EVP_MD_CTX_free($0) }
 
     /// SHA-256 of `count` bytes at `bytes` into `out` (32 bytes).
     static func sha256(_ bytes: UnsafeRawPointer?, _ count: Int, into out: UnsafeMutablePointer<UInt8>) {
-        guard let md = sha256MD,
-              let ctx = contexts.withLock({ $0.popLast() }).flatMap({ OpaquePointer(bitPattern: $0) }) ?? EVP_MD_CTX_new() else {
+        guard let md = sha256MD, let ctx = contexts.take() ?? EVP_MD_CTX_new() else {
             _ = SHA256(bytes?.assumingMemoryBound(to: UInt8.self), count, out)  // not reached unless OpenSSL failed
             return
         }
@@ -54,13 +51,7 @@ public enum Digest {
             _ = SHA256(bytes?.assumingMemoryBound(to: UInt8.self), count, out)
             return
         }
-        let address = UInt(bitPattern: ctx)
-        let kept = contexts.withLock { pool -> Bool in
-            guard pool.count < 64 else { return false }
-            pool.append(address)
-            return true
-        }
-        if !kept { EVP_MD_CTX_free(ctx) }
+        contexts.give(ctx)
     }
 
     public static func sha256(_ bytes: [UInt8]) -> [UInt8] {
