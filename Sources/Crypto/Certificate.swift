@@ -1,6 +1,5 @@
 import COpenSSL
 import Glibc
-import Synchronization
 
 /// An X.509 certificate; owns its `X509`.
 public final class Certificate: @unchecked Sendable {
