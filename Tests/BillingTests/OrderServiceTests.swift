@@ -200,3 +200,44 @@ struct ErrorTableTests {
         #expect(BillingError.invalidField(field: "quantity", problem: "x").rpcError.metadata == ["field": "quantity"])
     }
 }
+
+@Suite("Order id canonical form")
+struct OrderIDCanonicalTests {
+    /// The rule written plainly: 8-4-4-4-12 hex digits in either case, lowercased.
+    static func reference(_ bytes: [UInt8]) -> [UInt8]? {
+        guard bytes.count == 36 else { return nil }
+        var out: [UInt8] = []
+        for (i, c) in bytes.enumerated() {
+            if [8, 13, 18, 23].contains(i) {
+                guard c == UInt8(ascii: "-") else { return nil }
+                out.append(c)
+            } else if (0x30...0x39).contains(c) || (0x61...0x66).contains(c) {
+                out.append(c)
+            } else if (0x41...0x46).contains(c) {
+                out.append(c + 0x20)
+            } else {
+                return nil
+            }
+        }
+        return out
+    }
+
+    @Test("every byte value at every position agrees with the plain rule")
+    func everyByteEverywhere() {
+        let base = Array("0190c3f2-7a1b-7c2d-8e3f-4a5b6c7d8e9f".utf8)
+        #expect(OrderID.canonical(String(decoding: base, as: UTF8.self)) == String(decoding: base, as: UTF8.self))
+        for position in 0..<36 {
+            for value in 0...127 {
+                var bytes = base
+                bytes[position] = UInt8(value)
+                let text = String(decoding: bytes, as: UTF8.self)
+                let expected = Self.reference(bytes).map { String(decoding: $0, as: UTF8.self) }
+                #expect(OrderID.canonical(text) == expected, "position \(position) byte \(value)")
+            }
+        }
+        #expect(OrderID.canonical(String(decoding: base.dropLast(), as: UTF8.self)) == nil)
+        #expect(OrderID.canonical(String(decoding: base + [0x30], as: UTF8.self)) == nil)
+        #expect(OrderID.canonical("0190C3F2-7A1B-7C2D-8E3F-4A5B6C7D8E9F") == "0190c3f2-7a1b-7c2d-8e3f-4a5b6c7d8e9f")
+        #expect(OrderID.canonical("0190c3f2-7a1b-7c2d-8e3f-4a5b6c7d8é") == nil)
+    }
+}
