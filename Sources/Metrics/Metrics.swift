@@ -181,7 +181,14 @@ public final class CallMetrics: MetricFamily {
 
     final class Series: Sendable {
         struct State {
+            /// Calls answered OK, counted apart (most calls: no dictionary update); `allCodes` merges them.
+            var ok = 0
             var codes: [String: Int] = [:]
+            var allCodes: [String: Int] {
+                var all = codes
+                if ok > 0 { all["OK", default: 0] += ok }
+                return all
+            }
             var reasons: [String: Int] = [:]
             var buckets: [UInt64]
             var sum = 0.0
@@ -195,7 +202,14 @@ public final class CallMetrics: MetricFamily {
     let buckets: [Double]
     let reasons: Set<String>?
     let maxMethods: Int
-    private let methods = Mutex<[String: Series]>([:])
+    /// The series by method label, and the one found last (a connection calls one method again and again:
+    /// the label is usually the very same String, compared without hashing).
+    private struct Methods {
+        var byLabel: [String: Series] = [:]
+        var lastLabel = ""
+        var last: Series?
+    }
+    private let methods = Mutex(Methods())
 
     init(prefix: String, buckets: [Double], reasons: Set<String>?, maxMethods: Int) {
         self.prefix = prefix
@@ -208,16 +222,24 @@ public final class CallMetrics: MetricFamily {
     public func record(method: String, known: Bool = true, code: String, reason: String?, seconds: Double) {
         let series = methods.withLock { m -> Series in
             let label = known ? method : Self.unknownMethod
-            if let s = m[label] { return s }
-            if m.count >= maxMethods, let s = m[Self.unknownMethod] { return s }
-            let s = Series(buckets: buckets.count)
-            m[m.count >= maxMethods ? Self.unknownMethod : label] = s
-            return s
+            if let last = m.last, m.lastLabel == label { return last }
+            let found: Series
+            if let s = m.byLabel[label] {
+                found = s
+            } else if m.byLabel.count >= maxMethods, let s = m.byLabel[Self.unknownMethod] {
+                found = s
+            } else {
+                found = Series(buckets: buckets.count)
+                m.byLabel[m.byLabel.count >= maxMethods ? Self.unknownMethod : label] = found
+            }
+            m.lastLabel = label
+            m.last = found
+            return found
         }
         let reason = reason.map { reasons == nil || reasons!.contains($0) ? $0 : Self.otherReason }
         let index = buckets.firstIndex { seconds <= $0 } ?? buckets.count
         series.state.withLock { s in
-            s.codes[code, default: 0] += 1
+            if code == "OK" { s.ok += 1 } else { s.codes[code, default: 0] += 1 }
             if let reason { s.reasons[reason, default: 0] += 1 }
             s.buckets[index] += 1
             s.sum += seconds
@@ -227,14 +249,14 @@ public final class CallMetrics: MetricFamily {
 
     /// The count for one method and code (tests).
     public func count(method: String, code: String) -> Int {
-        methods.withLock { $0[method] }?.state.withLock { $0.codes[code] } ?? 0
+        methods.withLock { $0.byLabel[method] }?.state.withLock { $0.allCodes[code] } ?? 0
     }
 
     func render(into out: inout String) {
-        let all = methods.withLock { $0 }.sorted { $0.key < $1.key }.map { ($0.key, $0.value.state.withLock { $0 }) }
+        let all = methods.withLock { $0.byLabel }.sorted { $0.key < $1.key }.map { ($0.key, $0.value.state.withLock { $0 }) }
         out += "# HELP \(prefix)_calls_total Calls answered, by method and gRPC code.\n# TYPE \(prefix)_calls_total counter\n"
         for (method, s) in all {
-            for (code, n) in s.codes.sorted(by: { $0.key < $1.key }) {
+            for (code, n) in s.allCodes.sorted(by: { $0.key < $1.key }) {
                 out += "\(series(prefix + "_calls_total", ["method", "code"], [method, code])) \(n)\n"
             }
         }
