@@ -58,6 +58,15 @@ public final class EventLoop: @unchecked Sendable {
         return id != 0 && pthread_equal(pthread_t(id), pthread_self()) != 0
     }
 
+    /// Stops the process when called off this loop's thread, in debug and test builds (swift-nio's
+    /// `NIOLoopBound` check); release builds skip it. Loop-confined objects call it where they are entered.
+    @inline(__always)
+    func assertInEventLoop(_ what: StaticString, file: StaticString = #fileID, line: UInt = #line) {
+        #if DEBUG
+        precondition(inEventLoop, "\(what) used off its event loop \(name)", file: file, line: line)
+        #endif
+    }
+
     /// Runs `task` on the loop thread: soon, after the current event, if called from it.
     public func execute(_ task: @escaping @Sendable () -> Void) {
         if inEventLoop {

@@ -10,7 +10,8 @@ import Synchronization
 /// Confined to its event loop; other threads only hand answers back through `loop.execute`.
 final class ServerConnection: EventHandler, DeferredFlush, ResponseSink, @unchecked Sendable {
     // Sendable: every field is touched on `loop` only; closures that cross threads
-    // capture the connection solely to call `loop.execute { ... }` with it.
+    // capture the connection solely to call `loop.execute { ... }` with it. Checked in debug and test
+    // builds where the connection is entered (events, flush, answers, nghttp2 callbacks, close).
     let fd: Int32
     let loop: EventLoop
     let shared: ServerShared
@@ -117,6 +118,7 @@ final class ServerConnection: EventHandler, DeferredFlush, ResponseSink, @unchec
     // MARK: Events
 
     func handle(events: UInt32) {
+        loop.assertInEventLoop("ServerConnection")
         if closed { return }
         if discarding {
             discardInput()
@@ -297,6 +299,7 @@ final class ServerConnection: EventHandler, DeferredFlush, ResponseSink, @unchec
 
     /// Writes what nghttp2 has queued; parks the rest until the socket drains.
     func flush() {
+        loop.assertInEventLoop("ServerConnection")
         flushScheduled = false
         guard !closed, !discarding, let session else { return }
         while true {
@@ -390,6 +393,7 @@ final class ServerConnection: EventHandler, DeferredFlush, ResponseSink, @unchec
     }
 
     func close() {
+        loop.assertInEventLoop("ServerConnection")
         guard !closed else { return }
         closed = true
         for stream in streams.values { abandon(stream) }
@@ -882,6 +886,7 @@ final class ServerConnection: EventHandler, DeferredFlush, ResponseSink, @unchec
     }
 
     private func complete(streamID: Int32, _ result: Result<[UInt8], RPCError>) {
+        loop.assertInEventLoop("ServerConnection")
         guard !closed, let stream = stream(streamID), !stream.responded else { return }
         if let timer = stream.timerID {
             loop.cancelTimer(timer)
@@ -1015,7 +1020,10 @@ private func same(_ bytes: UnsafeBufferPointer<UInt8>, _ literal: [UInt8]) -> Bo
 /// `nghttp2_session_mem_recv`/`send` on the connection's own loop, while the connection is alive and in use.
 @inline(__always)
 private func withConnection<T>(_ userData: UnsafeMutableRawPointer?, _ body: (ServerConnection) -> T) -> T {
-    Unmanaged<ServerConnection>.fromOpaque(userData!)._withUnsafeGuaranteedRef(body)
+    Unmanaged<ServerConnection>.fromOpaque(userData!)._withUnsafeGuaranteedRef { connection in
+        connection.loop.assertInEventLoop("an nghttp2 callback")
+        return body(connection)
+    }
 }
 
 private let onBeginHeaders: nghttp2_on_begin_headers_callback = { _, frame, userData in

@@ -8,7 +8,7 @@ import Synchronization
 /// thread. Handlers answer from any thread through `answers` and an eventfd that wakes the thread.
 final class H2Connection: @unchecked Sendable {
     // Sendable: every field but `answers` and `wakeFD` is touched only on the connection's thread, inside
-    // `run`. Completions from other threads append to `answers` (a Mutex) and write the eventfd, which
+    // `run` (checked in debug and test builds at every nghttp2 callback). Completions from other threads append to `answers` (a Mutex) and write the eventfd, which
     // stays open until deinit, so a late answer after the connection ended is harmless.
     private let conduit: Conduit
     private let handlers: Handlers
@@ -19,6 +19,18 @@ final class H2Connection: @unchecked Sendable {
     private var streams: [Int32: H2Stream] = [:]
     /// When the connection last had no stream: a new request must come within the timeout.
     private var idleSince = Monotonic.now()
+    #if DEBUG
+    /// The thread inside `run`; nghttp2's callbacks check it in debug and test builds.
+    private var runner: pthread_t?
+    #endif
+
+    /// Stops the process when the connection is used off its own thread (debug and test builds only).
+    @inline(__always)
+    fileprivate func assertOnItsThread() {
+        #if DEBUG
+        precondition(runner.map { pthread_equal($0, pthread_self()) != 0 } ?? false, "H2Connection used off its thread")
+        #endif
+    }
 
     init(conduit: Conduit, handlers: Handlers, peer: String) throws(HTTPFrontError) {
         self.conduit = conduit
@@ -35,6 +47,9 @@ final class H2Connection: @unchecked Sendable {
 
     /// Serves the connection until the peer leaves, breaks the protocol, or is too slow. The caller closes the socket.
     func run() {
+        #if DEBUG
+        runner = pthread_self()
+        #endif
         var callbacks: OpaquePointer?
         nghttp2_session_callbacks_new(&callbacks)
         nghttp2_session_callbacks_set_on_begin_headers_callback(callbacks, h2BeginHeaders)
@@ -261,7 +276,9 @@ private final class H2Stream {
 // MARK: nghttp2 callbacks: find the connection through user_data, never throw into C.
 
 private func connection(_ userData: UnsafeMutableRawPointer?) -> H2Connection {
-    Unmanaged<H2Connection>.fromOpaque(userData!).takeUnretainedValue()
+    let c = Unmanaged<H2Connection>.fromOpaque(userData!).takeUnretainedValue()
+    c.assertOnItsThread()
+    return c
 }
 
 private let h2BeginHeaders: nghttp2_on_begin_headers_callback = { _, frame, userData in

@@ -5,8 +5,23 @@ import Synchronization
 /// Hands a value to exactly one thread.
 final class Confined<T>: @unchecked Sendable {
     // Sendable: created on the opening thread, then used only by the one worker thread it is given to.
-    let value: T
-    init(_ value: T) { self.value = value }
+    // Checked in debug and test builds (GRDB's SchedulingWatchdog is the model): the first thread that reads
+    // `value` owns it, and a read from any other thread stops the process.
+    private let stored: T
+    #if DEBUG
+    private let owner = Atomic<UInt>(0)
+    #endif
+
+    init(_ value: T) { stored = value }
+
+    var value: T {
+        #if DEBUG
+        let me = UInt(bitPattern: Int(bitPattern: pthread_self()))
+        let (claimed, first) = owner.compareExchange(expected: 0, desired: me, ordering: .relaxed)
+        precondition(claimed || first == me, "a \(T.self) confined to one thread was used from another")
+        #endif
+        return stored
+    }
 }
 
 /// Orders in one SQLite file: WAL, `synchronous=FULL`, versioned migrations.
@@ -385,8 +400,9 @@ final class Checkpointer: Sendable {
     private let finished = DispatchSemaphore(value: 0)
 
     init(path: String) throws(StorageError) {
-        let connection = Confined(try SQLiteConnection(path: path))
-        try connection.value.execute("PRAGMA busy_timeout=5000")
+        let opened = try SQLiteConnection(path: path)
+        try opened.execute("PRAGMA busy_timeout=5000")
+        let connection = Confined(opened)  // from here on, the checkpoint thread's alone
         let thread = Thread { [self] in
             while !stopped.load(ordering: .relaxed) {
                 _ = wake.wait(timeout: .now() + .milliseconds(200))
