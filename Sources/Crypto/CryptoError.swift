@@ -40,18 +40,16 @@ public enum Digest {
 
     /// SHA-256 of `count` bytes at `bytes` into `out` (32 bytes).
     static func sha256(_ bytes: UnsafeRawPointer?, _ count: Int, into out: UnsafeMutablePointer<UInt8>) {
-        guard let md = sha256MD, let ctx = contexts.take() ?? EVP_MD_CTX_new() else {
-            _ = SHA256(bytes?.assumingMemoryBound(to: UInt8.self), count, out)  // not reached unless OpenSSL failed
-            return
-        }
-        var length: UInt32 = 0
-        if EVP_DigestInit_ex(ctx, md, nil) != 1 || EVP_DigestUpdate(ctx, bytes, count) != 1 || EVP_DigestFinal_ex(ctx, out, &length) != 1 {
+        if let md = sha256MD, let ctx = contexts.take() ?? EVP_MD_CTX_new() {
+            var length: UInt32 = 0
+            if EVP_DigestInit_ex(ctx, md, nil) == 1, EVP_DigestUpdate(ctx, bytes, count) == 1, EVP_DigestFinal_ex(ctx, out, &length) == 1 {
+                contexts.give(ctx)
+                return
+            }
             EVP_MD_CTX_free(ctx)
             ERR_clear_error()
-            _ = SHA256(bytes?.assumingMemoryBound(to: UInt8.self), count, out)
-            return
         }
-        contexts.give(ctx)
+        _ = SHA256(bytes?.assumingMemoryBound(to: UInt8.self), count, out)  // only when OpenSSL failed above
     }
 
     public static func sha256(_ bytes: [UInt8]) -> [UInt8] {

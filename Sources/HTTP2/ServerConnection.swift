@@ -720,7 +720,7 @@ final class ServerConnection: EventHandler, DeferredFlush, ResponseSink, @unchec
         abandon(stream)
         if stream.reusable && spareStreams.count < Self.maxSpareStreams {
             // Drop what the call held now (answer, handler, cancellation), not when the stream is reused.
-            stream.reuse(id: 0, maxMessageBytes: shared.configuration.maxMessageBytes)
+            stream.clear(maxMessageBytes: shared.configuration.maxMessageBytes)
             spareStreams.append(stream)
         }
         if draining && streams.isEmpty { scheduleFlush() }

@@ -66,14 +66,14 @@ final class ServerStream {
         streamingHandler == nil && bidiHandler == nil && writer == nil && receiver == nil && streamDeframer == nil
     }
 
-    /// A spare stream (reset by `reuse` when it closed) takes stream `id`: nothing else to clear.
+    /// A spare stream (cleared by `clear` when it closed) takes stream `id`: nothing else to reset.
     func reassign(id: Int32) {
         self.id = id
     }
 
-    /// Makes a closed stream new again for stream `id` (what `init` would give).
-    func reuse(id: Int32, maxMessageBytes: Int) {
-        self.id = id
+    /// Makes a closed stream new again (what `init` would give, with no stream id yet) and drops what the call held.
+    func clear(maxMessageBytes: Int) {
+        id = 0
         method = ""
         path = ""
         contentType = ""

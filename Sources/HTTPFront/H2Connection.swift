@@ -8,8 +8,9 @@ import Synchronization
 /// thread. Handlers answer from any thread through `answers` and an eventfd that wakes the thread.
 final class H2Connection: @unchecked Sendable {
     // Sendable: every field but `answers` and `wakeFD` is touched only on the connection's thread, inside
-    // `run` (checked in debug and test builds at every nghttp2 callback). Completions from other threads append to `answers` (a Mutex) and write the eventfd, which
-    // stays open until deinit, so a late answer after the connection ended is harmless.
+    // `run` (checked in debug and test builds at every nghttp2 callback). Completions from other threads
+    // append to `answers` (a Mutex) and write the eventfd, which stays open until deinit, so a late answer
+    // after the connection ended is harmless.
     private let conduit: Conduit
     private let handlers: Handlers
     private let peer: String
