@@ -37,6 +37,15 @@ public struct JWS: Sendable {
     /// The largest JWS accepted (real ones are about 3-5 KiB; notifications nest two).
     public static let maxBytes = 64 << 10
 
+    /// The `headerID` that parsing `compact` would give, when its header is in the parse cache; nil otherwise.
+    /// Reads the header text only (no base64, no JSON).
+    public static func cachedHeaderID(_ compact: String) -> UInt64? {
+        let utf8 = compact.utf8
+        guard utf8.count <= maxBytes, let dot = utf8.firstIndex(of: UInt8(ascii: ".")) else { return nil }
+        let key = HeaderKey(bytes: Array(utf8[..<dot]))
+        return headerCache.withLock { $0[key]?.id }
+    }
+
     public static func parse(_ compact: String) throws(VerificationFailure) -> JWS {
         let utf8 = Array(compact.utf8)
         guard !utf8.isEmpty else { throw .malformed("empty signed data") }

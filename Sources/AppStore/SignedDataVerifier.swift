@@ -140,6 +140,13 @@ public final class SignedDataVerifier: Sendable {
         }
     }
 
+    /// Whether the certificate chain of `compact` was verified and is cached: checking it then costs one
+    /// ES256 signature. (The cached window is checked again at verification.)
+    public func hasVerifiedChain(_ compact: String) -> Bool {
+        guard let id = JWS.cachedHeaderID(compact) else { return false }
+        return cache.withLock { $0[id] != nil }
+    }
+
     private func checkSignature(_ jws: JWS, at dateMs: Int64) throws(VerificationFailure) {
         guard jws.algorithm == "ES256" else { throw .untrusted("alg \(jws.algorithm) is not ES256") }
         guard jws.x5c.count == 3 else {

@@ -34,28 +34,27 @@ public final class AdminService: Sendable {
     }
 
     public func register(in router: inout Router) {
-        router.register(Self.reconcile, ReconcileRequest.self) { [self] _, request, responder in
-            offLoop(responder) { () throws(BillingError) in try self.reconcile(request) }
+        router.register(Self.reconcile, ReconcileRequest.self, on: .pool(Workers.appStore)) { [self] _, request, responder in
+            answer(responder) { () throws(BillingError) in try self.reconcile(request) }
         }
-        router.register(Self.lookUpOrder, LookUpOrderRequest.self) { [self] context, request, responder in
+        router.register(Self.lookUpOrder, LookUpOrderRequest.self, on: .pool(Workers.appStore)) { [self] context, request, responder in
             context.note("customer_order_id", String(request.customerOrderID.prefix(64)))
-            offLoop(responder) { () throws(BillingError) in try self.lookUp(request) }
+            answer(responder) { () throws(BillingError) in try self.lookUp(request) }
         }
-        router.register(Self.requestTestNotification, RequestTestNotificationRequest.self) { [self] _, request, responder in
-            offLoop(responder) { () throws(BillingError) in try self.requestTest(request) }
+        router.register(Self.requestTestNotification, RequestTestNotificationRequest.self, on: .pool(Workers.appStore)) { [self] _, request, responder in
+            answer(responder) { () throws(BillingError) in try self.requestTest(request) }
         }
-        router.register(Self.getTestNotificationStatus, GetTestNotificationStatusRequest.self) { [self] _, request, responder in
-            offLoop(responder) { () throws(BillingError) in try self.testStatus(request) }
+        router.register(Self.getTestNotificationStatus, GetTestNotificationStatusRequest.self, on: .pool(Workers.appStore)) { [self] _, request, responder in
+            answer(responder) { () throws(BillingError) in try self.testStatus(request) }
         }
     }
 
-    private func offLoop<M: ProtoMessage>(_ responder: Responder, _ work: @escaping @Sendable () throws(BillingError) -> M) {
-        appStoreQueue.async {
-            do throws(BillingError) {
-                responder.succeed(try work())
-            } catch {
-                responder.fail(error.rpcError)
-            }
+    /// Every admin call waits on Apple: they are registered on the App Store pool, never on a loop.
+    private func answer<M: ProtoMessage>(_ responder: Responder, _ work: () throws(BillingError) -> M) {
+        do throws(BillingError) {
+            responder.succeed(try work())
+        } catch {
+            responder.fail(error.rpcError)
         }
     }
 

@@ -43,6 +43,8 @@ public final class AppStoreProofVerifier: ProofVerifier {
             bundleID: p.bundleID ?? "", signedTimeMs: p.signedDate ?? 0, revocationReason: p.revocationReason)
     }
 
+    public func hasVerifiedChain(signedTransaction jws: String) -> Bool { signedData.hasVerifiedChain(jws) }
+
     public func verifyAppReceipt(_ base64: String) -> Result<[StoreTransaction], BillingError> {
         switch receipts.verify(base64: base64) {
         case .failure(let f):

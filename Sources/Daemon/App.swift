@@ -112,11 +112,15 @@ public final class App: Sendable {
         } else {
             reconciler = nil
         }
-        let service = BillingService(orders: orders, purchases: engine, health: health, appStore: appStore) { requestID, detail in
+        let service = BillingService(orders: orders, purchases: engine, appStore: appStore) { requestID, detail in
             logger.log(.error, "storage error", [("request_id", .string(requestID)), ("error", .string(detail))])
         }
         var router = Router()
+        // Three services side by side: billing.v1.Billing, grpc.health.v1.Health, gRPC reflection (and the
+        // admin service below).
         service.register(in: &router)
+        HealthService(state: health).register(in: &router)
+        Reflection.register(in: &router)
         let reconciler = self.reconciler, reconcileQueue = self.reconcileQueue
         AdminService(link: appStore, store: store, verifier: verifierSettings == nil ? nil : verifier, processor: processor, catalog: catalog) { since in
             App.reconcile(reconciler, on: reconcileQueue, sinceMs: since, metrics: metrics, logger: logger)
@@ -145,12 +149,13 @@ public final class App: Sendable {
         }
         let logCalls = logger.level <= .info
         serverConfig.keepsCallNotes = logCalls
-        let observer: @Sendable (CallRecord) -> Void = { record in
+        // Metrics and the per-call log line see every call, unknown methods and refused calls included.
+        router.intercept(ServerInterceptor(finished: { record in
             metrics.record(record)
             if logCalls { App.logCall(record, logger) }
-        }
+        }))
         do {
-            server = try Server(configuration: serverConfig, router: router, observer: observer)
+            server = try Server(configuration: serverConfig, router: router)
         } catch {
             throw StartError(description: "billingd: \(error)")
         }

@@ -34,9 +34,8 @@ public struct UnaryResponse: Sendable {
 /// A blocking HTTP/2 gRPC client on one connection and one nghttp2 client session.
 /// For billingctl and tests; one thread uses it at a time.
 public final class Client {
-    private let fd: Int32
+    private let transport: any ClientTransport
     private var session: OpaquePointer?
-    private var tls: TLSSession?
     private var calls: [Int32: CallState] = [:]
     private var failure: SocketError?
     private var justFinished: [Int32] = []
@@ -61,35 +60,17 @@ public final class Client {
 
     /// Connects to `HOST:PORT`, with TLS (ALPN h2) when a context is given. `authority` (default the address)
     /// is what requests name as `:authority`.
-    public init(address: String, tls context: TLSContext? = nil, serverName: String? = nil, timeoutSeconds: Int = 10,
-                authority: String? = nil) throws(SocketError) {
-        let resolved = try SocketAddress.resolve(address)
-        fd = try Sockets.connect(resolved, timeoutSeconds: timeoutSeconds)
-        self.authority = authority ?? address
-        var tv = timeval()
-        tv.tv_sec = timeoutSeconds
-        _ = setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
-        _ = setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+    public convenience init(address: String, tls context: TLSContext? = nil, serverName: String? = nil, timeoutSeconds: Int = 10,
+                            authority: String? = nil) throws(SocketError) {
+        let transport = try SocketTransport(address: address, tls: context, serverName: serverName, timeoutSeconds: timeoutSeconds)
+        self.init(transport: transport, authority: authority ?? address, timeoutSeconds: timeoutSeconds)
+    }
+
+    /// A client over any transport (the in-memory transport tests pair it with a server session in memory).
+    init(transport: any ClientTransport, authority: String, timeoutSeconds: Int = 10) {
+        self.transport = transport
+        self.authority = authority
         self.timeoutNanoseconds = UInt64(max(1, timeoutSeconds)) * 1_000_000_000
-        if let context {
-            var host = serverName ?? String(address[..<(address.lastIndex(of: ":") ?? address.endIndex)])
-            if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
-            let t = try TLSSession(context: context, fd: fd, server: false, hostname: host)
-            tls = t
-            // A peer that accepts TCP but never speaks TLS must not hold the caller for ever.
-            let deadline = Monotonic.now() &+ timeoutNanoseconds
-            while true {
-                switch t.handshake() {
-                case .done: break
-                case .wantRead, .wantWrite:
-                    if Monotonic.now() >= deadline { throw .tls("handshake timed out") }
-                    continue
-                case .closed: throw .tls("connection closed during handshake")
-                case .failed(let m): throw .tls("handshake failed: \(m)")
-                }
-                break
-            }
-        }
         var callbacks: OpaquePointer?
         nghttp2_session_callbacks_new(&callbacks)
         defer { nghttp2_session_callbacks_del(callbacks) }
@@ -107,9 +88,7 @@ public final class Client {
 
     deinit {
         if let session { nghttp2_session_del(session) }
-        tls?.shutdown()
-        tls = nil
-        close(fd)
+        transport.close()
         readBuffer.deallocate()
     }
 
@@ -127,7 +106,7 @@ public final class Client {
                       endStream: Bool = true) throws(SocketError) -> Int32 {
         guard let session else { throw .protocolError("session closed") }
         var fields: [(String, String)] = [
-            (":method", "POST"), (":scheme", tls == nil ? "http" : "https"), (":path", "/" + method),
+            (":method", "POST"), (":scheme", transport.isTLS ? "https" : "http"), (":path", "/" + method),
             (":authority", authority), ("content-type", contentType), ("te", "trailers"),
         ]
         if let timeoutNanoseconds { fields.append(("grpc-timeout", GRPCHeaders.formatTimeout(nanoseconds: timeoutNanoseconds))) }
@@ -149,7 +128,7 @@ public final class Client {
     public func request(_ method: String, path: String, headers: [(String, String)] = [], body: [UInt8] = [],
                         deadline: UInt64) throws(SocketError) -> UnaryResponse {
         guard let session else { throw .protocolError("session closed") }
-        var fields: [(String, String)] = [(":method", method), (":scheme", tls == nil ? "http" : "https"), (":path", path),
+        var fields: [(String, String)] = [(":method", method), (":scheme", transport.isTLS ? "https" : "http"), (":path", path),
                                           (":authority", authority)]
         fields.append(contentsOf: headers)
         if !body.isEmpty { fields.append(("content-length", String(body.count))) }
@@ -192,10 +171,7 @@ public final class Client {
     /// True when the idle connection has something to say (a GOAWAY, a TLS close) or was closed: not to be
     /// reused for a new request.
     public var peerSpokeWhileIdle: Bool {
-        var byte: UInt8 = 0
-        let n = recv(fd, &byte, 1, Int32(MSG_PEEK | MSG_DONTWAIT))
-        if n < 0 { return errno != EAGAIN && errno != EWOULDBLOCK }
-        return true
+        transport.peerSpokeWhileIdle
     }
 
     /// False once the server ended the connection (GOAWAY or close): a new one is needed.
@@ -235,10 +211,7 @@ public final class Client {
 
     /// Sets how long `poll` may wait for the server.
     public func setReceiveTimeout(milliseconds: Int) {
-        var tv = timeval()
-        tv.tv_sec = milliseconds / 1000
-        tv.tv_usec = (milliseconds % 1000) * 1000
-        _ = setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+        transport.setReceiveTimeout(milliseconds: milliseconds)
     }
 
     /// Removes a finished call and returns its answer.
@@ -283,18 +256,7 @@ public final class Client {
             var off = 0
             var stalledSince: UInt64?
             while off < n {
-                let w: Int
-                if let tls {
-                    switch tls.write(UnsafeRawBufferPointer(start: data! + off, count: n - off)) {
-                    case .done(let k): w = k
-                    case .wantRead, .wantWrite: w = 0
-                    case .closed: throw .protocolError("connection closed")
-                    case .failed(let m): throw .tls(m)
-                    }
-                } else {
-                    w = write(fd, data! + off, n - off)
-                    if w < 0 { throw .system(call: "write", errno: errno) }
-                }
+                let w = try transport.write(UnsafeRawBufferPointer(start: data! + off, count: n - off))
                 if w == 0 {
                     let now = Monotonic.now()
                     if let since = stalledSince, now &- since > timeoutNanoseconds { throw .system(call: "write", errno: ETIMEDOUT) }
@@ -308,21 +270,7 @@ public final class Client {
     }
 
     private func receive(tolerateTimeout: Bool = false) throws(SocketError) {
-        let n: Int
-        if let tls {
-            switch tls.read(readBuffer) {
-            case .done(let k): n = k
-            case .wantRead, .wantWrite: return
-            case .closed: n = 0
-            case .failed(let m): throw .tls(m)
-            }
-        } else {
-            n = read(fd, readBuffer.baseAddress, readBuffer.count)
-            if n < 0 {
-                if errno == EINTR || (tolerateTimeout && (errno == EAGAIN || errno == EWOULDBLOCK)) { return }
-                throw .system(call: "read", errno: errno == EAGAIN ? ETIMEDOUT : errno)
-            }
-        }
+        guard let n = try transport.read(readBuffer, tolerateTimeout: tolerateTimeout) else { return }
         if n == 0 {
             for call in calls.values where !call.done { call.done = true; call.response.resetCode = UInt32(NGHTTP2_CONNECT_ERROR.rawValue) }
             if let session { nghttp2_session_del(session) }
@@ -335,8 +283,15 @@ public final class Client {
 
     /// Sends raw bytes on the socket, bypassing nghttp2 (for protocol tests).
     public func sendRaw(_ bytes: [UInt8]) throws(SocketError) {
-        let n = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
-        if n < 0 { throw .system(call: "write", errno: errno) }
+        var off = 0
+        while off < bytes.count {
+            let result = bytes.withUnsafeBytes { raw in
+                Result { () throws(SocketError) -> Int in try transport.write(UnsafeRawBufferPointer(rebasing: raw[off...])) }
+            }
+            let n = try result.get()
+            if n == 0 { throw .system(call: "write", errno: EAGAIN) }
+            off += n
+        }
     }
 
     // MARK: callbacks
@@ -413,4 +368,114 @@ private let clientOnStreamClose: nghttp2_on_stream_close_callback = { _, streamI
 
 private let clientReadBody: nghttp2_data_source_read_callback = { _, streamID, buf, length, flags, _, userData in
     client(userData).readBody(streamID, buf!, length, flags!)
+}
+
+/// How a `Client` moves its bytes: a socket (TCP, optionally TLS) or, in tests, memory.
+protocol ClientTransport: AnyObject {
+    var isTLS: Bool { get }
+    /// Writes some of `bytes`: the count taken, 0 when none could be taken now.
+    func write(_ bytes: UnsafeRawBufferPointer) throws(SocketError) -> Int
+    /// Reads into `buffer`: the count, 0 at the end of the stream, nil when nothing came (a TLS record
+    /// still incomplete, or the receive timeout with `tolerateTimeout`).
+    func read(_ buffer: UnsafeMutableRawBufferPointer, tolerateTimeout: Bool) throws(SocketError) -> Int?
+    func setReceiveTimeout(milliseconds: Int)
+    /// True when the idle connection has something to say or was closed.
+    var peerSpokeWhileIdle: Bool { get }
+    func close()
+}
+
+/// A TCP connection, with TLS (ALPN h2) when a context is given.
+final class SocketTransport: ClientTransport {
+    private let fd: Int32
+    private var tls: TLSSession?
+
+    init(address: String, tls context: TLSContext?, serverName: String?, timeoutSeconds: Int) throws(SocketError) {
+        let resolved = try SocketAddress.resolve(address)
+        fd = try Sockets.connect(resolved, timeoutSeconds: timeoutSeconds)
+        var tv = timeval()
+        tv.tv_sec = timeoutSeconds
+        _ = setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+        _ = setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+        guard let context else { return }
+        var host = serverName ?? String(address[..<(address.lastIndex(of: ":") ?? address.endIndex)])
+        if host.hasPrefix("[") && host.hasSuffix("]") { host = String(host.dropFirst().dropLast()) }
+        let t: TLSSession
+        do {
+            t = try TLSSession(context: context, fd: fd, server: false, hostname: host)
+        } catch {
+            Glibc.close(fd)
+            throw error
+        }
+        tls = t
+        // A peer that accepts TCP but never speaks TLS must not hold the caller for ever.
+        let deadline = Monotonic.now() &+ UInt64(max(1, timeoutSeconds)) * 1_000_000_000
+        while true {
+            let failure: SocketError
+            switch t.handshake() {
+            case .done: return
+            case .wantRead, .wantWrite:
+                if Monotonic.now() < deadline { continue }
+                failure = .tls("handshake timed out")
+            case .closed: failure = .tls("connection closed during handshake")
+            case .failed(let m): failure = .tls("handshake failed: \(m)")
+            }
+            t.shutdown()
+            tls = nil
+            Glibc.close(fd)
+            throw failure
+        }
+    }
+
+    var isTLS: Bool { tls != nil }
+
+    func write(_ bytes: UnsafeRawBufferPointer) throws(SocketError) -> Int {
+        if let tls {
+            switch tls.write(bytes) {
+            case .done(let k): return k
+            case .wantRead, .wantWrite: return 0
+            case .closed: throw .protocolError("connection closed")
+            case .failed(let m): throw .tls(m)
+            }
+        }
+        let w = Glibc.write(fd, bytes.baseAddress, bytes.count)
+        if w < 0 { throw .system(call: "write", errno: errno) }
+        return w
+    }
+
+    func read(_ buffer: UnsafeMutableRawBufferPointer, tolerateTimeout: Bool) throws(SocketError) -> Int? {
+        if let tls {
+            switch tls.read(buffer) {
+            case .done(let k): return k
+            case .wantRead, .wantWrite: return nil
+            case .closed: return 0
+            case .failed(let m): throw .tls(m)
+            }
+        }
+        let n = Glibc.read(fd, buffer.baseAddress, buffer.count)
+        if n < 0 {
+            if errno == EINTR || (tolerateTimeout && (errno == EAGAIN || errno == EWOULDBLOCK)) { return nil }
+            throw .system(call: "read", errno: errno == EAGAIN ? ETIMEDOUT : errno)
+        }
+        return n
+    }
+
+    func setReceiveTimeout(milliseconds: Int) {
+        var tv = timeval()
+        tv.tv_sec = milliseconds / 1000
+        tv.tv_usec = (milliseconds % 1000) * 1000
+        _ = setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, socklen_t(MemoryLayout<timeval>.size))
+    }
+
+    var peerSpokeWhileIdle: Bool {
+        var byte: UInt8 = 0
+        let n = recv(fd, &byte, 1, Int32(MSG_PEEK | MSG_DONTWAIT))
+        if n < 0 { return errno != EAGAIN && errno != EWOULDBLOCK }
+        return true
+    }
+
+    func close() {
+        tls?.shutdown()
+        tls = nil
+        Glibc.close(fd)
+    }
 }

@@ -34,30 +34,12 @@ public struct ServerConfiguration: Sendable {
     public init() {}
 }
 
-/// The end of one call, for logs and metrics.
-public struct CallRecord: Sendable {
-    public var method: String
-    /// False for a path the router does not know: metrics label such calls `unknown`, whatever they named.
-    public var knownMethod: Bool
-    public var code: StatusCode
-    public var reason: String?
-    public var durationNanoseconds: UInt64
-    public var peer: String
-    /// Formatted only when read (logging), not for every call.
-    public var requestID: String { requestNumber == 0 ? "" : RequestID(prefix: requestIDPrefix, number: requestNumber).description }
-    var requestIDPrefix: String
-    var requestNumber: UInt64
-    /// Facts the handler noted (`order_id`, `account_id`).
-    public var notes: [(String, String)]
-    /// The client certificate's subject under mutual TLS.
-    public var peerSubject: String?
-}
-
 /// State every loop of a server reads: configuration, router, counters.
 final class ServerShared: Sendable {
     let configuration: ServerConfiguration
     let router: Router
-    let observer: (@Sendable (CallRecord) -> Void)?
+    /// Whether an interceptor wants each call's record (built only then).
+    let observesCalls: Bool
     let connections = Atomic<Int>(0)
     let refusedConnections = Atomic<Int>(0)
     let inFlight = Atomic<Int>(0)
@@ -66,10 +48,10 @@ final class ServerShared: Sendable {
     let byCode: CodeCounters
     let requestIDPrefix: String
 
-    init(configuration: ServerConfiguration, router: Router, observer: (@Sendable (CallRecord) -> Void)?) {
+    init(configuration: ServerConfiguration, router: Router) {
         self.configuration = configuration
         self.router = router
-        self.observer = observer
+        self.observesCalls = router.observesCalls
         self.byCode = CodeCounters()
         let random = UInt32.random(in: 0...UInt32.max)
         self.requestIDPrefix = String(random, radix: 16)
@@ -82,13 +64,13 @@ final class ServerShared: Sendable {
     func callStarted() { inFlight.add(1, ordering: .relaxed) }
 
     func finished(stream: ServerStream, code: StatusCode, reason: String?, peer: String, peerSubject: String? = nil) {
-        if stream.dispatched { inFlight.subtract(1, ordering: .relaxed) }
+        if stream.state.wasDispatched { inFlight.subtract(1, ordering: .relaxed) }
         byCode.add(code)
-        guard let observer else { return }
+        guard observesCalls else { return }
         let elapsed = stream.startedAt == 0 ? 0 : Monotonic.now() &- stream.startedAt
         let method = !stream.methodName.isEmpty ? stream.methodName
             : (stream.path.hasPrefix("/") ? String(stream.path.dropFirst()) : stream.path)
-        observer(CallRecord(method: method, knownMethod: stream.knownMethod,
+        router.finished(CallRecord(method: method, knownMethod: stream.knownMethod,
                             code: code, reason: reason, durationNanoseconds: elapsed, peer: peer,
                             requestIDPrefix: requestIDPrefix, requestNumber: stream.requestNumber,
                             notes: stream.cancellation?.noted ?? [], peerSubject: peerSubject))
@@ -205,10 +187,10 @@ public final class Server: Sendable {
         var draining = false
     }
 
-    public init(configuration: ServerConfiguration, router: Router,
-                observer: (@Sendable (CallRecord) -> Void)? = nil) throws(SocketError) {
+    /// A server for `router`'s methods; its interceptors see every call (authentication, metrics, logs).
+    public init(configuration: ServerConfiguration, router: Router) throws(SocketError) {
         csystem_tune_malloc()
-        shared = ServerShared(configuration: configuration, router: router, observer: observer)
+        shared = ServerShared(configuration: configuration, router: router)
         var loops: [EventLoop] = []
         for i in 0..<max(1, configuration.threads) { loops.append(try EventLoop(name: "loop-\(i)")) }
         self.loops = loops

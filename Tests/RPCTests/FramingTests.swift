@@ -172,9 +172,14 @@ struct RichStatusTests {
         var router = Router()
         router.register("test.v1.T/M", WireProbe.self) { _, _, responder in responder.succeed(framed: []) }
         let box = Box()
-        router.handler(forPath: "/test.v1.T/M")!(CallContext(method: "test.v1.T/M"), [0x0A, 0x05], Responder { box.result = $0 })
+        guard case .unary(_, let handler) = router.resolve(path: "/test.v1.T/M") else {
+            Issue.record("test.v1.T/M is not routed as unary")
+            return
+        }
+        handler(CallContext(method: "test.v1.T/M"), [0x0A, 0x05], Responder { box.result = $0 })
         #expect(box.result?.failureCode == .invalidArgument)
-        #expect(router.handler(forPath: "/test.v1.T/Other") == nil)
+        #expect(router.resolve(path: "/test.v1.T/Other") == nil)
+        #expect(!router.knows(path: "/test.v1.T/Other"))
     }
 }
 

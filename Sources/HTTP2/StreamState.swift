@@ -1,0 +1,267 @@
+import RPC
+
+/// The life of one request stream as a value: one mutating function per event, each returning the one
+/// action the session takes. It knows no nghttp2, socket, clock or thread, so `StreamStateTests` drive it
+/// directly; `H2ServerSession` feeds it events and carries out its actions.
+///
+///     idle ──headers: route──▶ receiving ──request end──▶ (dispatch) ──▶ dispatched ──answer──▶ answered
+///      │  (bidi: dispatched at once)                                       │ first streamed message
+///      │ malformed ──▶ refused                                             ▼
+///      │ refused / not gRPC ──▶ answered            responding ──finish──▶ responding(finished) ──trailers
+///     any phase ──stream closed──▶ closed (a call still running is cancelled)
+struct StreamState: Sendable {
+    enum Kind: Equatable, Sendable {
+        case unary, serverStreaming, bidi
+    }
+
+    enum Phase: Equatable, Sendable {
+        /// The request's header block is arriving.
+        case idle
+        /// Routed; the request message is arriving (unary and server-streaming calls).
+        case receiving(Kind)
+        /// A handler has the call and nothing was answered yet.
+        case dispatched(Kind)
+        /// Answer headers are out and messages follow (streaming calls); `finished` once the status is known.
+        case responding(Kind, finished: Bool)
+        /// The final answer is submitted: a unary message with its trailers, or a trailers-only status.
+        case answered
+        /// Reset as malformed (RST_STREAM PROTOCOL_ERROR) before any handler saw it.
+        case refused
+        /// nghttp2 closed the stream.
+        case closed
+    }
+
+    /// What the request's headers mean, decided by the session (field checks, drain, authentication, routing).
+    enum Verdict: Equatable, Sendable {
+        case malformed
+        /// Answered with this status at once (drain, authentication, unknown method, oversized headers).
+        case refuse(RPCError)
+        /// Not a gRPC request (method, content type): a plain HTTP status.
+        case notGRPC(status: String, message: String)
+        case route(Kind)
+    }
+
+    enum Action: Equatable, Sendable {
+        case none
+        /// RST_STREAM PROTOCOL_ERROR: the request is malformed.
+        case reset
+        /// A trailers-only status (nothing was sent on the stream yet).
+        case fail(RPCError)
+        /// A plain HTTP answer.
+        case respondHTTP(status: String, message: String)
+        /// The request message is complete: hand it to the handler (the session then reports `handedOver`
+        /// or, when it cannot, `fail`).
+        case dispatch
+        /// A bidirectional call starts at its headers; `ended`: its request is already over too.
+        case startBidi(ended: Bool)
+        /// A bidirectional call's request ended on a message boundary: tell its receiver.
+        case endOfInput
+        /// Answer headers with a DATA source (the unary answer, or a stream's first message).
+        case submitHeaders
+        /// nghttp2 waits for DATA that has now come (it was deferred): resume the stream.
+        case resumeData
+        /// A streaming answer's status is known after its headers went out: count the call; the trailers
+        /// follow the queued messages. `resume`: nghttp2 was waiting for data.
+        case record(RPCError?, resume: Bool)
+        /// The stream went away while a handler had the call: cancel it and count it CANCELLED.
+        case cancel
+    }
+
+    /// What the DATA source does once every queued byte was taken.
+    enum BodyEnd: Equatable, Sendable {
+        /// More may come (a stream still answering); bytes were taken this time.
+        case more
+        /// Nothing to send now: defer until `message` or `finish` resumes it.
+        case wait
+        /// The end: trailers with this status (nil: OK).
+        case trailers(RPCError?)
+    }
+
+    private(set) var phase: Phase = .idle
+    /// A handler was given the call: it is counted in flight until the call is recorded.
+    private(set) var wasDispatched = false
+    /// The request side is over (END_STREAM seen).
+    private(set) var requestEnded = false
+    /// nghttp2 asked for DATA we did not have yet (NGHTTP2_ERR_DEFERRED).
+    private(set) var deferred = false
+    /// A streamed answer's status once finished (nil: OK).
+    private(set) var finishError: RPCError?
+
+    /// Whether header fields are still read (trailers of a refused stream are not).
+    var readsFields: Bool { phase != .refused && phase != .closed }
+
+    /// Whether request DATA is read: the message of a routed call before dispatch, a bidirectional
+    /// call's messages until it finishes.
+    var takesData: Bool {
+        switch phase {
+        case .receiving, .dispatched(.bidi), .responding(.bidi, finished: false): true
+        default: false
+        }
+    }
+
+    /// Whether a streaming call's writer may still queue messages.
+    var sendsMessages: Bool {
+        switch phase {
+        case .dispatched(.serverStreaming), .dispatched(.bidi), .responding(_, finished: false): true
+        default: false
+        }
+    }
+
+    /// Whether the answer goes out as a stream of messages.
+    var isStreaming: Bool {
+        switch phase {
+        case .receiving(let k), .dispatched(let k), .responding(let k, _): k != .unary
+        default: false
+        }
+    }
+
+    /// Whether the call has an answer that decides its end (nothing else may be submitted).
+    var isAnswered: Bool {
+        switch phase {
+        case .idle, .receiving, .dispatched: false
+        default: true
+        }
+    }
+
+    // MARK: Events
+
+    /// The request's header block ended; the session judged it.
+    mutating func headersEnded(_ verdict: Verdict, endStream: Bool) -> Action {
+        guard phase == .idle else { return .none }
+        if endStream { requestEnded = true }
+        switch verdict {
+        case .malformed:
+            phase = .refused
+            return .reset
+        case .refuse(let error):
+            phase = .answered
+            return .fail(error)
+        case .notGRPC(let status, let message):
+            phase = .answered
+            return .respondHTTP(status: status, message: message)
+        case .route(.bidi):
+            phase = .dispatched(.bidi)
+            wasDispatched = true
+            return .startBidi(ended: endStream)
+        case .route(let kind):
+            phase = .receiving(kind)
+            return endStream ? .dispatch : .none
+        }
+    }
+
+    /// A field or frame broke RFC 9113 (a bad field, trailers that do not end the request).
+    mutating func malformed() -> Action {
+        switch phase {
+        case .idle, .receiving:
+            phase = .refused
+            return .reset
+        case .refused, .closed:
+            return .none
+        default:
+            return .reset  // a handler has the call: it is cancelled when the reset closes the stream
+        }
+    }
+
+    /// The request ended (END_STREAM); `atMessageBoundary` says whether a bidirectional call's last
+    /// message was whole.
+    mutating func requestEnd(atMessageBoundary: Bool = true) -> Action {
+        requestEnded = true
+        switch phase {
+        case .receiving:
+            return .dispatch
+        case .dispatched(.bidi), .responding(.bidi, finished: false):
+            return atMessageBoundary ? .endOfInput : fail(.badFraming("the stream ended inside a message"))
+        default:
+            return .none
+        }
+    }
+
+    /// The session gave the complete request to the handler.
+    mutating func handedOver() {
+        guard case .receiving(let kind) = phase else { return }
+        phase = .dispatched(kind)
+        wasDispatched = true
+    }
+
+    /// A unary call's handler answered OK.
+    mutating func succeed() -> Action {
+        guard phase == .dispatched(.unary) else { return .none }
+        phase = .answered
+        return .submitHeaders
+    }
+
+    /// The call ends with `error` (a handler's failure, bad framing, the memory budget, a deadline): a
+    /// trailers-only status when nothing was sent, the status after the messages when a stream is answering,
+    /// nothing when it already has its answer.
+    mutating func fail(_ error: RPCError) -> Action {
+        switch phase {
+        case .idle, .receiving, .dispatched:
+            phase = .answered
+            return .fail(error)
+        case .responding(_, finished: false):
+            return finish(error)
+        default:
+            return .none
+        }
+    }
+
+    /// The call's deadline passed (its grpc-timeout, or the server's cap).
+    mutating func deadline() -> Action { fail(.deadlineExceeded) }
+
+    /// A streaming call's writer queued a message (the session appends it to the stream's output first).
+    mutating func message() -> Action {
+        switch phase {
+        case .dispatched(let kind) where kind != .unary:
+            phase = .responding(kind, finished: false)
+            return .submitHeaders
+        case .responding(_, finished: false):
+            guard deferred else { return .none }
+            deferred = false
+            return .resumeData
+        default:
+            return .none
+        }
+    }
+
+    /// A streaming call's writer finished (nil: OK).
+    mutating func finish(_ error: RPCError?) -> Action {
+        switch phase {
+        case .dispatched(let kind) where kind != .unary:
+            phase = .answered
+            return .fail(error ?? RPCError(code: .ok, message: ""))
+        case .responding(let kind, finished: false):
+            phase = .responding(kind, finished: true)
+            finishError = error
+            let resume = deferred
+            deferred = false
+            return .record(error, resume: resume)
+        default:
+            return .none
+        }
+    }
+
+    /// The DATA source took every queued byte (`tookBytes`: some this time).
+    mutating func bodyDrained(tookBytes: Bool) -> BodyEnd {
+        switch phase {
+        case .responding(_, finished: false):
+            if tookBytes { return .more }
+            deferred = true
+            return .wait
+        case .responding(_, finished: true):
+            return .trailers(finishError)
+        default:
+            return .trailers(nil)
+        }
+    }
+
+    /// nghttp2 closed the stream (answered, reset by the peer, or the connection ending).
+    mutating func closed() -> Action {
+        let running: Bool
+        switch phase {
+        case .dispatched, .responding(_, finished: false): running = true
+        default: running = false
+        }
+        phase = .closed
+        return running ? .cancel : .none
+    }
+}

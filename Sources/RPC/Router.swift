@@ -1,0 +1,206 @@
+import Dispatch
+public import ProtoWire
+
+/// Where a handler runs. The transport reads a call on an event loop; a handler registered `.loop` runs
+/// there (it must answer at once or hand its work to something that does not block the loop: a store's
+/// group commit, a cache); `.pool` runs it on a worker pool (it may block or burn CPU: receipt
+/// verification, calls to Apple). Services say which when they register, not by hopping threads themselves.
+public enum Execution: Sendable {
+    case loop
+    case pool(WorkerPool)
+}
+
+/// A named pool of worker threads for handlers that may block (a concurrent Dispatch queue: threads are
+/// made as work waits and parked when idle).
+public struct WorkerPool: Sendable {
+    public let name: String
+    private let queue: DispatchQueue
+
+    public init(name: String) {
+        self.name = name
+        self.queue = DispatchQueue(label: name, attributes: .concurrent)
+    }
+
+    /// Runs `work` on one of the pool's threads.
+    public func run(_ work: @escaping @Sendable () -> Void) { queue.async(execute: work) }
+}
+
+/// Policy applied by the transport to every call, registered method or not: `accept` runs at the call's
+/// headers, before routing, limits and decoding (authentication; a non-nil answer refuses the call), and
+/// `finished` once its status was submitted (metrics, the per-call log line). Unknown methods pass through
+/// both, so no peer can reach a method, or a metric series, around them.
+public struct ServerInterceptor: Sendable {
+    public var accept: (@Sendable (CallContext) -> RPCError?)?
+    public var finished: (@Sendable (CallRecord) -> Void)?
+
+    public init(accept: (@Sendable (CallContext) -> RPCError?)? = nil, finished: (@Sendable (CallRecord) -> Void)? = nil) {
+        self.accept = accept
+        self.finished = finished
+    }
+}
+
+/// The end of one call, for logs and metrics.
+public struct CallRecord: Sendable {
+    public var method: String
+    /// False for a path the router does not know: metrics label such calls `unknown`, whatever they named.
+    public var knownMethod: Bool
+    public var code: StatusCode
+    public var reason: String?
+    public var durationNanoseconds: UInt64
+    public var peer: String
+    /// Formatted only when read (logging), not for every call.
+    public var requestID: String { requestNumber == 0 ? "" : RequestID(prefix: requestIDPrefix, number: requestNumber).description }
+    var requestIDPrefix: String
+    var requestNumber: UInt64
+    /// Facts the handler noted (`order_id`, `account_id`).
+    public var notes: [(String, String)]
+    /// The client certificate's subject under mutual TLS.
+    public var peerSubject: String?
+
+    package init(method: String, knownMethod: Bool, code: StatusCode, reason: String?, durationNanoseconds: UInt64, peer: String,
+                 requestIDPrefix: String, requestNumber: UInt64, notes: [(String, String)], peerSubject: String?) {
+        self.method = method
+        self.knownMethod = knownMethod
+        self.code = code
+        self.reason = reason
+        self.durationNanoseconds = durationNanoseconds
+        self.peer = peer
+        self.requestIDPrefix = requestIDPrefix
+        self.requestNumber = requestNumber
+        self.notes = notes
+        self.peerSubject = peerSubject
+    }
+}
+
+/// Maps full method paths to handlers and holds the interceptors every call passes. Built once before
+/// serving, then read-only.
+public struct Router: Sendable {
+    private var handlers: [String: (method: String, handler: UnaryHandler)] = [:]
+    private var streaming: [String: (method: String, handler: ServerStreamingHandler)] = [:]
+    private var bidi: [String: (method: String, handler: BidiStreamingHandler)] = [:]
+    private var acceptors: [@Sendable (CallContext) -> RPCError?] = []
+    private var observers: [@Sendable (CallRecord) -> Void] = []
+
+    public init() {}
+
+    /// Registers a handler for `/package.Service/Method` over raw request bytes; it runs on the loop.
+    public mutating func register(_ method: String, _ handler: @escaping UnaryHandler) {
+        handlers["/" + method] = (method, handler)
+    }
+
+    /// Registers a typed handler: decoding failures answer INVALID_ARGUMENT before it runs; it runs where
+    /// `execution` says.
+    public mutating func register<Request: ProtoMessage>(
+        _ method: String, _ type: Request.Type, on execution: Execution = .loop,
+        _ handler: @escaping @Sendable (CallContext, Request, Responder) -> Void
+    ) {
+        register(method, type, on: { _ in execution }, handler)
+    }
+
+    /// Registers a typed handler whose place depends on its request (a proof whose certificate chain is
+    /// already verified is checked on the loop; one that needs the chain verified goes to a pool).
+    public mutating func register<Request: ProtoMessage>(
+        _ method: String, _ type: Request.Type, on choose: @escaping @Sendable (Request) -> Execution,
+        _ handler: @escaping @Sendable (CallContext, Request, Responder) -> Void
+    ) {
+        register(method) { context, bytes, responder in
+            let request: Request
+            switch Self.decode(Request.self, bytes) {
+            case .success(let r): request = r
+            case .failure(let error): return responder.fail(error)
+            }
+            switch choose(request) {
+            case .loop: handler(context, request, responder)
+            case .pool(let pool): pool.run { handler(context, request, responder) }
+            }
+        }
+    }
+
+    /// Registers a server-streaming handler; decoding failures answer INVALID_ARGUMENT before it runs.
+    public mutating func registerServerStreaming<Request: ProtoMessage>(
+        _ method: String, _ type: Request.Type, on execution: Execution = .loop,
+        _ handler: @escaping @Sendable (CallContext, Request, StreamWriter) -> Void
+    ) {
+        streaming["/" + method] = (method, { @Sendable context, bytes, writer in
+            let request: Request
+            switch Self.decode(Request.self, bytes) {
+            case .success(let r): request = r
+            case .failure(let error): return writer.finish(error)
+            }
+            switch execution {
+            case .loop: handler(context, request, writer)
+            case .pool(let pool): pool.run { handler(context, request, writer) }
+            }
+        })
+    }
+
+    /// A request message, or the INVALID_ARGUMENT answer for bytes that do not decode as one.
+    private static func decode<Request: ProtoMessage>(_ type: Request.Type, _ bytes: [UInt8]) -> Result<Request, RPCError> {
+        do throws(WireError) {
+            return .success(try Request(decoding: bytes))
+        } catch {
+            return .failure(.undecodable(error.description))
+        }
+    }
+
+    /// Registers a bidirectional-streaming handler (started on the loop at the call's headers; its
+    /// receiver is called on the loop).
+    public mutating func registerBidiStreaming(_ method: String, _ handler: @escaping BidiStreamingHandler) {
+        bidi["/" + method] = (method, handler)
+    }
+
+    /// Adds an interceptor; every call passes the interceptors in the order they were added.
+    public mutating func intercept(_ interceptor: ServerInterceptor) {
+        if let accept = interceptor.accept { acceptors.append(accept) }
+        if let finished = interceptor.finished { observers.append(finished) }
+    }
+
+    /// Adds an interceptor that only refuses calls (authentication).
+    public mutating func authenticate(_ check: @escaping @Sendable (CallContext) -> RPCError?) {
+        intercept(ServerInterceptor(accept: check))
+    }
+
+    /// The first refusal of the interceptors for a call, or nil when it may go on.
+    public func refusal(for context: CallContext) -> RPCError? {
+        for accept in acceptors {
+            if let refusal = accept(context) { return refusal }
+        }
+        return nil
+    }
+
+    /// Whether any interceptor looks at calls before they are routed (the transport then builds a context
+    /// for them).
+    public var authenticates: Bool { !acceptors.isEmpty }
+
+    /// Whether any interceptor wants the end of each call (the transport then builds a record for it).
+    public var observesCalls: Bool { !observers.isEmpty }
+
+    /// Hands the end of a call to every interceptor that asked for it.
+    public func finished(_ record: CallRecord) {
+        for observer in observers { observer(record) }
+    }
+
+    /// Whether `path` names a registered method (unknown methods share one metric label).
+    public func knows(path: String) -> Bool { handlers[path] != nil || streaming[path] != nil || bidi[path] != nil }
+
+    /// What a `:path` is routed to: the method name and its handler, of one of the three kinds.
+    public enum Route: Sendable {
+        case unary(method: String, handler: UnaryHandler)
+        case serverStreaming(method: String, handler: ServerStreamingHandler)
+        case bidi(method: String, handler: BidiStreamingHandler)
+    }
+
+    /// The route of an HTTP/2 `:path` (bidirectional, then server-streaming, then unary), or nil.
+    /// A transport may keep the answer for a path: the router is read-only once serving.
+    public func resolve(path: String) -> Route? {
+        if let (method, handler) = bidi[path] { return .bidi(method: method, handler: handler) }
+        if let (method, handler) = streaming[path] { return .serverStreaming(method: method, handler: handler) }
+        if let (method, handler) = handlers[path] { return .unary(method: method, handler: handler) }
+        return nil
+    }
+
+    /// The registered method names, sorted.
+    public var methods: [String] {
+        (Array(handlers.keys) + Array(streaming.keys) + Array(bidi.keys)).map { String($0.dropFirst()) }.sorted()
+    }
+}

@@ -1,0 +1,300 @@
+import Dispatch
+@testable import HTTP2
+import ProtoWire
+import RPC
+import Synchronization
+import Testing
+
+/// Handlers for the in-memory transport tests; what they saw, for the assertions.
+final class MemoryProbe: Sendable {
+    let cancellations = Mutex<[Cancellation]>([])
+    let responders = Mutex<[Responder]>([])
+    let writers = Mutex<[StreamWriter]>([])
+    let records = Mutex<[CallRecord]>([])
+    let received = Mutex<[[UInt8]]>([])
+
+    var router: Router {
+        var router = Router()
+        router.register("t.T/Echo") { _, message, responder in responder.succeed(framed: MessageFraming.frame(message)) }
+        router.register("t.T/Hang") { [self] context, _, responder in
+            cancellations.withLock { $0.append(context.cancellation) }
+            responders.withLock { $0.append(responder) }
+        }
+        router.register("t.T/Elsewhere") { _, message, responder in
+            DispatchQueue.global().async { responder.succeed(framed: MessageFraming.frame(message)) }
+        }
+        router.register("t.T/Fail") { _, _, responder in
+            responder.fail(RPCError(code: .failedPrecondition, message: "no", reason: "ORDER_NOT_PENDING"))
+        }
+        router.registerServerStreaming("t.T/Count", Blob.self) { [self] context, request, writer in
+            let message = request.bytes
+            cancellations.withLock { $0.append(context.cancellation) }
+            writers.withLock { $0.append(writer) }
+            // [count, size in 64 KiB units, keep open]: `count` messages, then the end unless a third byte says stay open.
+            let count = Int(message.first ?? 0), size = message.count > 1 ? Int(message[1]) << 16 : 10
+            for i in 0..<count { writer.send(Blob([UInt8](repeating: UInt8(i), count: size))) }
+            if message.count < 3 { writer.finish() }
+        }
+        router.registerBidiStreaming("t.T/Chat") { [self] context, writer in
+            cancellations.withLock { $0.append(context.cancellation) }
+            return StreamReceiver(onMessage: { [self] m in
+                received.withLock { $0.append(m) }
+                writer.send(Blob(m.reversed()))
+            }, onEnd: { writer.finish() })
+        }
+        router.intercept(ServerInterceptor(finished: { [self] record in records.withLock { $0.append(record) } }))
+        return router
+    }
+
+    func codes() -> [StatusCode] { records.withLock { $0.map(\.code) } }
+}
+
+/// A message of one bytes field (field 1): what the streaming test handlers read and send.
+struct Blob: ProtoMessage, Equatable {
+    var bytes: [UInt8] = []
+    init() {}
+    init(_ bytes: [UInt8]) { self.bytes = bytes }
+    mutating func decodeFields(from r: inout ProtoReader) throws(WireError) {
+        while let (field, wireType) = try r.nextTag() {
+            if field == 1 { bytes = try r.readBytes() } else { try r.skip(wireType) }
+        }
+    }
+    var encodedSize: Int { ProtoSize.bytes(1, bytes) }
+    func encode(to w: inout ProtoWriter) { w.bytesField(1, bytes) }
+    var encoded: [UInt8] {
+        var w = ProtoWriter(capacity: encodedSize)
+        encode(to: &w)
+        return w.finish()
+    }
+}
+
+private func pair(_ probe: MemoryProbe, _ tune: (inout ServerConfiguration) -> Void = { _ in }) -> (InMemoryTransport, Client) {
+    var config = ServerConfiguration()
+    tune(&config)
+    let transport = InMemoryTransport(configuration: config, router: probe.router)
+    return (transport, transport.client())
+}
+
+/// The transport, client and server session paired in memory: no sockets, no threads, a manual clock.
+@Suite("HTTP/2 transport in memory")
+struct InMemoryTransportTests {
+    @Test("a unary call is answered with its message, headers and OK trailers")
+    func unary() throws {
+        let probe = MemoryProbe()
+        let (_, c) = pair(probe)
+        let r = try c.unary("t.T/Echo", message: [1, 2, 3])
+        #expect(r.httpStatus == 200 && r.code == .ok && r.message == [1, 2, 3])
+        #expect(r.headers.contains { $0 == ("content-type", "application/grpc") })
+        #expect(r.trailers.contains { $0 == ("grpc-status", "0") })
+        // The stream object is reused for the next call on the session.
+        #expect(try c.unary("t.T/Echo", message: [4]).message == [4])
+        #expect(probe.codes() == [.ok, .ok])
+    }
+
+    @Test("an answer made on another thread comes back through the host")
+    func otherThread() throws {
+        let probe = MemoryProbe()
+        let (_, c) = pair(probe)
+        #expect(try c.unary("t.T/Elsewhere", message: [7]).message == [7])
+    }
+
+    @Test("a handler's error is a trailers-only status with ErrorInfo")
+    func failure() throws {
+        let probe = MemoryProbe()
+        let (_, c) = pair(probe)
+        let r = try c.unary("t.T/Fail", message: [])
+        #expect(r.code == .failedPrecondition && r.error?.reason == "ORDER_NOT_PENDING")
+        #expect(r.trailers.isEmpty, "trailers-only: the status is in the headers")
+    }
+
+    @Test("an unknown method is UNIMPLEMENTED and labelled unknown")
+    func unknown() throws {
+        let probe = MemoryProbe()
+        let (_, c) = pair(probe)
+        #expect(try c.unary("t.T/Nope", message: []).code == .unimplemented)
+        #expect(probe.records.withLock { $0.first?.knownMethod } == false)
+    }
+
+    @Test("grpc-timeout: the manual clock reaches the deadline, the handler is cancelled, a late answer is dropped")
+    func deadline() throws {
+        let probe = MemoryProbe()
+        let (t, c) = pair(probe)
+        let before = t.host.clock
+        let r = try c.unary("t.T/Hang", message: [], timeoutNanoseconds: 250_000_000)
+        #expect(r.code == .deadlineExceeded)
+        #expect(t.host.clock - before == 250_000_000, "the deadline fired exactly at the timeout")
+        #expect(probe.cancellations.withLock { $0.first?.isCancelled } == true)
+        probe.responders.withLock { $0.first?.succeed(framed: MessageFraming.frame([9])) }
+        #expect(try c.unary("t.T/Echo", message: [1]).message == [1])
+        #expect(probe.codes() == [.deadlineExceeded, .ok])
+    }
+
+    @Test("the server's cap ends a request body that never ends, at the sweep")
+    func cap() throws {
+        let probe = MemoryProbe()
+        let (t, c) = pair(probe) { $0.maxDeadlineNanoseconds = 2_000_000_000 }
+        t.advancesClock = false
+        let id = try c.start("t.T/Echo", body: [0, 0, 0, 0, 9, 1], endStream: false)
+        try c.flush()
+        t.session.expireCalls(now: t.host.clock + 1_999_999_999)
+        #expect(c.response(id)?.code == .unknown, "not before the cap")
+        t.session.expireCalls(now: t.host.clock + 2_000_000_000)
+        try c.run { c.isDone(id) }
+        #expect(c.finish(id).code == .deadlineExceeded)
+    }
+
+    @Test("a client RST_STREAM cancels the running call and records CANCELLED")
+    func reset() throws {
+        let probe = MemoryProbe()
+        let (_, c) = pair(probe)
+        let id = try c.start("t.T/Hang", body: MessageFraming.frame([]))
+        try c.flush()
+        #expect(probe.cancellations.withLock { $0.count } == 1)
+        try c.reset(id)
+        #expect(probe.cancellations.withLock { $0[0].isCancelled })
+        #expect(probe.codes() == [.cancelled])
+        #expect(try c.unary("t.T/Echo", message: [2]).message == [2], "the connection serves on")
+    }
+
+    @Test("drain: calls in flight finish, new ones are refused, then the final GOAWAY ends the session")
+    func drain() throws {
+        let probe = MemoryProbe()
+        let (t, c) = pair(probe)
+        let running = try c.start("t.T/Hang", body: MessageFraming.frame([]))
+        try c.flush()
+        t.session.beginDrain()
+        let late = try c.unary("t.T/Echo", message: [1])
+        #expect(late.code == .unavailable && late.error?.reason == "SHUTTING_DOWN")
+        probe.responders.withLock { $0[0].succeed(framed: MessageFraming.frame([5])) }
+        try c.run { c.isDone(running) }
+        #expect(c.finish(running).message == [5])
+        t.host.advance(to: t.host.clock + 500_000_000)  // the final GOAWAY
+        t.collect()
+        #expect(t.session.isFinished, "GOAWAY out, no stream open: the owner may shut the connection")
+        // The client heard the final GOAWAY: a new call is refused before it leaves (REFUSED_STREAM, retryable).
+        #expect(try c.unary("t.T/Echo", message: [1]).resetCode == 7)
+    }
+
+    @Test("malformed requests are reset with PROTOCOL_ERROR and the session serves on")
+    func malformed() throws {
+        let probe = MemoryProbe()
+        let (_, c) = pair(probe)
+        #expect(throws: SocketError.self) {
+            _ = try c.request("POST", path: "", headers: [("content-type", "application/grpc")], deadline: Monotonic.now() + 5_000_000_000)
+        }
+        #expect(throws: SocketError.self) {
+            _ = try c.request("POST", path: "/t.T/Echo", headers: [("content-type", "application/grpc"), ("x-bad", "a\u{0}b")],
+                              deadline: Monotonic.now() + 5_000_000_000)
+        }
+        #expect(try c.unary("t.T/Echo", message: [3]).message == [3])
+        #expect(probe.codes() == [.ok], "a reset request is never a call")
+    }
+
+    @Test("not gRPC: wrong method 405, wrong content type 415")
+    func notGRPC() throws {
+        let probe = MemoryProbe()
+        let (_, c) = pair(probe)
+        let get = try c.request("GET", path: "/t.T/Echo", deadline: Monotonic.now() + 5_000_000_000)
+        #expect(get.httpStatus == 405)
+        let json = try c.request("POST", path: "/t.T/Echo", headers: [("content-type", "application/json")], body: [1],
+                                 deadline: Monotonic.now() + 5_000_000_000)
+        #expect(json.httpStatus == 415)
+    }
+
+    @Test("flow control: a 3 MiB stream goes out through 1 MiB windows, deferred and resumed")
+    func flowControl() throws {
+        let probe = MemoryProbe()
+        let (_, c) = pair(probe)
+        // 12 messages of 256 KiB: more than the client's 1 MiB stream window.
+        let r = try c.unary("t.T/Count", message: Blob([12, 4]).encoded)
+        #expect(r.code == .ok)
+        #expect(r.body.count == 12 * (5 + Blob([UInt8](repeating: 0, count: 4 << 16)).encodedSize))
+    }
+
+    @Test("a reader that takes nothing leaves the answer held behind the window")
+    func heldBehindWindow() throws {
+        let probe = MemoryProbe()
+        let (t, c) = pair(probe)
+        let id = try c.start("t.T/Count", body: MessageFraming.frame(Blob([32, 4, 1]).encoded))  // 8 MiB, not finished
+        try c.flush()
+        // The client reads nothing: what the windows allow is out, the rest waits in the session.
+        t.collect()
+        #expect(t.session.holdsAnswers)
+        try c.run { c.response(id)?.httpStatus == 200 }
+        try c.reset(id)
+        #expect(probe.cancellations.withLock { $0[0].isCancelled })
+    }
+
+    @Test("a server-streaming call past its grpc-timeout ends with the status after its messages")
+    func streamingDeadline() throws {
+        let probe = MemoryProbe()
+        let (_, c) = pair(probe)
+        let r = try c.unary("t.T/Count", message: Blob([2, 0, 1]).encoded, timeoutNanoseconds: 100_000_000)
+        #expect(r.code == .deadlineExceeded)
+        #expect(r.trailers.contains { $0.name == "grpc-status" }, "the status came in trailers, after the messages")
+        #expect(probe.cancellations.withLock { $0[0].isCancelled })
+    }
+
+    @Test("bidirectional: every message answered in order, the end of input ends the call OK")
+    func bidi() throws {
+        let probe = MemoryProbe()
+        let (_, c) = pair(probe)
+        let body = MessageFraming.frame([1, 2]) + MessageFraming.frame([3, 4, 5])
+        let id = try c.start("t.T/Chat", body: body)
+        try c.run { c.isDone(id) }
+        let r = c.finish(id)
+        #expect(r.code == .ok)
+        #expect(r.body == MessageFraming.frame(Blob([2, 1]).encoded) + MessageFraming.frame(Blob([5, 4, 3]).encoded))
+        #expect(probe.received.withLock { $0 } == [[1, 2], [3, 4, 5]])
+    }
+
+    @Test("a bidirectional request cut inside a message fails INTERNAL and cancels the handler")
+    func bidiCut() throws {
+        let probe = MemoryProbe()
+        let (_, c) = pair(probe)
+        let id = try c.start("t.T/Chat", body: [0, 0, 0, 0, 9, 1, 2])
+        try c.run { c.isDone(id) }
+        #expect(c.finish(id).code == .internal)
+        #expect(probe.cancellations.withLock { $0[0].isCancelled })
+    }
+
+    @Test("limits: message size, header list, connection budget, calls in flight")
+    func limits() throws {
+        let probe = MemoryProbe()
+        let (_, c) = pair(probe) {
+            $0.maxMessageBytes = 1_000
+            $0.maxHeaderListBytes = 2_000
+            $0.maxConnectionBufferBytes = 1_500
+            $0.maxInFlight = 1
+        }
+        #expect(try c.unary("t.T/Echo", message: [UInt8](repeating: 1, count: 1_001)).code == .resourceExhausted)
+        let big = try c.unary("t.T/Echo", message: [], metadata: [("x-big", String(repeating: "a", count: 3_000))])
+        #expect(big.code == .resourceExhausted)
+        // Two unfinished 900-byte messages: the second crosses the 1,500-byte budget.
+        let a = try c.start("t.T/Echo", body: [0, 0, 0, 3, 132] + [UInt8](repeating: 1, count: 800), endStream: false)
+        let b = try c.start("t.T/Echo", body: [0, 0, 0, 3, 132] + [UInt8](repeating: 1, count: 800), endStream: false)
+        try c.run { c.isDone(b) }
+        #expect(c.finish(b).error?.reason == "OVERLOADED")
+        try c.reset(a)
+        // One call in flight at most: the second is refused while the first hangs.
+        let hang = try c.start("t.T/Hang", body: MessageFraming.frame([]))
+        try c.flush()
+        #expect(try c.unary("t.T/Echo", message: [1]).error?.reason == "OVERLOADED")
+        try c.reset(hang)
+        #expect(try c.unary("t.T/Echo", message: [1]).code == .ok)
+    }
+
+    @Test("a flood nghttp2 refuses ends the session with GOAWAY, not a crash")
+    func flood() throws {
+        let probe = MemoryProbe()
+        let (t, c) = pair(probe)
+        #expect(try c.unary("t.T/Echo", message: [1]).code == .ok)
+        // 20,000 PINGs in one write: nghttp2 stops reading at its outbound-queue limit and answers ENHANCE_YOUR_CALM.
+        var pings: [UInt8] = []
+        for i in 0..<20_000 { pings += [0, 0, 8, 6, 0, 0, 0, 0, 0] + [UInt8](repeating: UInt8(i & 0xff), count: 8) }
+        try c.sendRaw(pings)
+        t.collect()
+        #expect(t.session.isFinished, "GOAWAY ENHANCE_YOUR_CALM sent and the session over")
+        #expect(throws: SocketError.self) { _ = try c.unary("t.T/Echo", message: [1]) }
+    }
+}
