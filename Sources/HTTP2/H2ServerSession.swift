@@ -190,6 +190,7 @@ final class H2ServerSession: ResponseSink, @unchecked Sendable {
 
     // MARK: Carrying out a stream's actions
 
+    @inline(__always)
     private func act(_ stream: ServerStream, _ action: StreamState.Action) {
         switch action {
         case .none: return
@@ -213,7 +214,7 @@ final class H2ServerSession: ResponseSink, @unchecked Sendable {
             return
         case .startBidi(let ended):
             startBidi(stream)
-            if ended { act(stream, stream.state.requestEnd(atMessageBoundary: true)) }
+            if ended { actNested(stream, stream.state.requestEnd(atMessageBoundary: true)) }
             return
         case .endOfInput:
             stream.receiver?.onEnd()
@@ -239,6 +240,10 @@ final class H2ServerSession: ResponseSink, @unchecked Sendable {
         }
         output.outputPending()
     }
+
+    /// `act` from inside `act` (kept out of line so that `act` itself can be inlined at its call sites).
+    @inline(never)
+    private func actNested(_ stream: ServerStream, _ action: StreamState.Action) { act(stream, action) }
 
     /// A trailers-only answer with grpc-status, grpc-message and, for service errors, ErrorInfo.
     private func submitStatus(_ stream: ServerStream, _ error: RPCError) {
@@ -385,7 +390,7 @@ final class H2ServerSession: ResponseSink, @unchecked Sendable {
 
     /// The request's headers are complete: judge them, route them, and dispatch if the body is empty.
     fileprivate func headersComplete(streamID: Int32, endStream: Bool) {
-        guard let stream = stream(streamID), stream.state.phase == .idle else { return }
+        guard let stream = stream(streamID), stream.state.isIdle else { return }
         stream.startedAt = host.now()
         // A request body that never ends must not hold the stream forever: the sweep ends it at the cap.
         let cap = shared.configuration.maxDeadlineNanoseconds
@@ -406,12 +411,13 @@ final class H2ServerSession: ResponseSink, @unchecked Sendable {
         }
         if draining { return .refuse(.shuttingDown) }
         let router = shared.router
+        let path = stream.path
         let route: Router.Route?
-        if let path = routedPath, path == stream.path {
+        if let routedPath, routedPath == path {
             route = routed
         } else {
-            route = router.resolve(path: stream.path)
-            routedPath = stream.path
+            route = router.resolve(path: path)
+            routedPath = path
             routed = route
         }
         stream.knownMethod = route != nil
@@ -419,13 +425,13 @@ final class H2ServerSession: ResponseSink, @unchecked Sendable {
             // Before anything per method, unknown methods included: their names are the peer's to choose.
             let cancellation = Cancellation(keepsNotes: shared.configuration.keepsCallNotes)
             stream.cancellation = cancellation
-            let method = stream.path.hasPrefix("/") ? String(stream.path.dropFirst()) : stream.path
+            let method = path.hasPrefix("/") ? String(path.dropFirst()) : path
             let context = CallContext(method: method, metadata: stream.metadata, peer: peer,
                                       cancellation: cancellation, peerSubject: peerSubject)
             if let refusal = router.refusal(for: context) { return .refuse(refusal) }
         }
         guard let route else {
-            let method = stream.path.hasPrefix("/") ? String(stream.path.dropFirst()) : stream.path
+            let method = path.hasPrefix("/") ? String(path.dropFirst()) : path
             return .refuse(.unimplemented(method))
         }
         stream.route = route
@@ -647,7 +653,7 @@ final class H2ServerSession: ResponseSink, @unchecked Sendable {
         switch result {
         case .success(let framed):
             let action = stream.state.succeed()
-            guard action == .submitHeaders else { return }
+            guard case .submitHeaders = action else { return }
             if let timer = stream.timerID {
                 host.cancelTimer(timer)
                 stream.timerID = nil

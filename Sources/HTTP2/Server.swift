@@ -38,8 +38,8 @@ public struct ServerConfiguration: Sendable {
 final class ServerShared: Sendable {
     let configuration: ServerConfiguration
     let router: Router
-    /// Whether an interceptor wants each call's record (built only then).
-    let observesCalls: Bool
+    /// The interceptors that want each call's record, as one closure (the record is built only then).
+    let observer: (@Sendable (CallRecord) -> Void)?
     let connections = Atomic<Int>(0)
     let refusedConnections = Atomic<Int>(0)
     let inFlight = Atomic<Int>(0)
@@ -51,7 +51,7 @@ final class ServerShared: Sendable {
     init(configuration: ServerConfiguration, router: Router) {
         self.configuration = configuration
         self.router = router
-        self.observesCalls = router.observesCalls
+        self.observer = router.callObserver
         self.byCode = CodeCounters()
         let random = UInt32.random(in: 0...UInt32.max)
         self.requestIDPrefix = String(random, radix: 16)
@@ -66,11 +66,11 @@ final class ServerShared: Sendable {
     func finished(stream: ServerStream, code: StatusCode, reason: String?, peer: String, peerSubject: String? = nil) {
         if stream.state.wasDispatched { inFlight.subtract(1, ordering: .relaxed) }
         byCode.add(code)
-        guard observesCalls else { return }
+        guard let observer else { return }
         let elapsed = stream.startedAt == 0 ? 0 : Monotonic.now() &- stream.startedAt
         let method = !stream.methodName.isEmpty ? stream.methodName
             : (stream.path.hasPrefix("/") ? String(stream.path.dropFirst()) : stream.path)
-        router.finished(CallRecord(method: method, knownMethod: stream.knownMethod,
+        observer(CallRecord(method: method, knownMethod: stream.knownMethod,
                             code: code, reason: reason, durationNanoseconds: elapsed, peer: peer,
                             requestIDPrefix: requestIDPrefix, requestNumber: stream.requestNumber,
                             notes: stream.cancellation?.noted ?? [], peerSubject: peerSubject))

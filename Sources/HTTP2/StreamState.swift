@@ -88,7 +88,19 @@ struct StreamState: Sendable {
     private(set) var finishError: RPCError?
 
     /// Whether header fields are still read (trailers of a refused stream are not).
-    var readsFields: Bool { phase != .refused && phase != .closed }
+    var readsFields: Bool {
+        switch phase {
+        case .refused, .closed: false
+        default: true
+        }
+    }
+
+    /// Whether the request's header block is still arriving. (Phases are compared by pattern, not `==`:
+    /// the synthesized `==` of an enum with payloads is a call per comparison on the hot path.)
+    var isIdle: Bool {
+        if case .idle = phase { return true }
+        return false
+    }
 
     /// Whether request DATA is read: the message of a routed call before dispatch, a bidirectional
     /// call's messages until it finishes.
@@ -127,7 +139,7 @@ struct StreamState: Sendable {
 
     /// The request's header block ended; the session judged it.
     mutating func headersEnded(_ verdict: Verdict, endStream: Bool) -> Action {
-        guard phase == .idle else { return .none }
+        guard isIdle else { return .none }
         if endStream { requestEnded = true }
         switch verdict {
         case .malformed:
@@ -185,7 +197,7 @@ struct StreamState: Sendable {
 
     /// A unary call's handler answered OK.
     mutating func succeed() -> Action {
-        guard phase == .dispatched(.unary) else { return .none }
+        guard case .dispatched(.unary) = phase else { return .none }
         phase = .answered
         return .submitHeaders
     }

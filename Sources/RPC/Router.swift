@@ -50,14 +50,16 @@ public struct CallRecord: Sendable {
     public var peer: String
     /// Formatted only when read (logging), not for every call.
     public var requestID: String { requestNumber == 0 ? "" : RequestID(prefix: requestIDPrefix, number: requestNumber).description }
-    var requestIDPrefix: String
-    var requestNumber: UInt64
+    public var requestIDPrefix: String
+    public var requestNumber: UInt64
     /// Facts the handler noted (`order_id`, `account_id`).
     public var notes: [(String, String)]
     /// The client certificate's subject under mutual TLS.
     public var peerSubject: String?
 
-    package init(method: String, knownMethod: Bool, code: StatusCode, reason: String?, durationNanoseconds: UInt64, peer: String,
+    /// Inlinable: transports build one per call, and an opaque initializer copies every field once more.
+    @inlinable
+    public init(method: String, knownMethod: Bool, code: StatusCode, reason: String?, durationNanoseconds: UInt64, peer: String,
                  requestIDPrefix: String, requestNumber: UInt64, notes: [(String, String)], peerSubject: String?) {
         self.method = method
         self.knownMethod = knownMethod
@@ -78,8 +80,10 @@ public struct Router: Sendable {
     private var handlers: [String: (method: String, handler: UnaryHandler)] = [:]
     private var streaming: [String: (method: String, handler: ServerStreamingHandler)] = [:]
     private var bidi: [String: (method: String, handler: BidiStreamingHandler)] = [:]
-    private var acceptors: [@Sendable (CallContext) -> RPCError?] = []
-    private var observers: [@Sendable (CallRecord) -> Void] = []
+    /// The interceptors' checks and observers, each composed into one closure as they are added (a closure
+    /// kept in an array is called through a reabstraction thunk that copies its argument).
+    private var acceptor: (@Sendable (CallContext) -> RPCError?)?
+    private var observer: (@Sendable (CallRecord) -> Void)?
 
     public init() {}
 
@@ -94,7 +98,7 @@ public struct Router: Sendable {
         _ method: String, _ type: Request.Type, on execution: Execution = .loop,
         _ handler: @escaping @Sendable (CallContext, Request, Responder) -> Void
     ) {
-        register(method, type, on: { _ in execution }, handler)
+        registerTyped(method, type, choose: nil, fixed: execution, handler)
     }
 
     /// Registers a typed handler whose place depends on its request (a proof whose certificate chain is
@@ -103,13 +107,32 @@ public struct Router: Sendable {
         _ method: String, _ type: Request.Type, on choose: @escaping @Sendable (Request) -> Execution,
         _ handler: @escaping @Sendable (CallContext, Request, Responder) -> Void
     ) {
+        registerTyped(method, type, choose: choose, fixed: .loop, handler)
+    }
+
+    private mutating func registerTyped<Request: ProtoMessage>(
+        _ method: String, _ type: Request.Type, choose: (@Sendable (Request) -> Execution)?, fixed: Execution,
+        _ handler: @escaping @Sendable (CallContext, Request, Responder) -> Void
+    ) {
+        if choose == nil, case .loop = fixed {
+            // The common case, kept apart so that a call on the loop reads no `Execution` at all.
+            register(method) { context, bytes, responder in
+                do throws(RPCError) {
+                    handler(context, try Self.decode(bytes), responder)
+                } catch {
+                    responder.fail(error)
+                }
+            }
+            return
+        }
         register(method) { context, bytes, responder in
             let request: Request
-            switch Self.decode(Request.self, bytes) {
-            case .success(let r): request = r
-            case .failure(let error): return responder.fail(error)
+            do throws(RPCError) {
+                request = try Self.decode(bytes)
+            } catch {
+                return responder.fail(error)
             }
-            switch choose(request) {
+            switch choose?(request) ?? fixed {
             case .loop: handler(context, request, responder)
             case .pool(let pool): pool.run { handler(context, request, responder) }
             }
@@ -123,9 +146,10 @@ public struct Router: Sendable {
     ) {
         streaming["/" + method] = (method, { @Sendable context, bytes, writer in
             let request: Request
-            switch Self.decode(Request.self, bytes) {
-            case .success(let r): request = r
-            case .failure(let error): return writer.finish(error)
+            do throws(RPCError) {
+                request = try Self.decode(bytes)
+            } catch {
+                return writer.finish(error)
             }
             switch execution {
             case .loop: handler(context, request, writer)
@@ -135,11 +159,14 @@ public struct Router: Sendable {
     }
 
     /// A request message, or the INVALID_ARGUMENT answer for bytes that do not decode as one.
-    private static func decode<Request: ProtoMessage>(_ type: Request.Type, _ bytes: [UInt8]) -> Result<Request, RPCError> {
+    /// (Typed throws, not a `Result`: a `Result<Request, _>` in an unspecialized closure costs a runtime
+    /// generic-metadata lookup per call.)
+    @inline(__always)
+    private static func decode<Request: ProtoMessage>(_ bytes: [UInt8]) throws(RPCError) -> Request {
         do throws(WireError) {
-            return .success(try Request(decoding: bytes))
+            return try Request(decoding: bytes)
         } catch {
-            return .failure(.undecodable(error.description))
+            throw .undecodable(error.description)
         }
     }
 
@@ -151,8 +178,23 @@ public struct Router: Sendable {
 
     /// Adds an interceptor; every call passes the interceptors in the order they were added.
     public mutating func intercept(_ interceptor: ServerInterceptor) {
-        if let accept = interceptor.accept { acceptors.append(accept) }
-        if let finished = interceptor.finished { observers.append(finished) }
+        if let accept = interceptor.accept {
+            if let earlier = acceptor {
+                acceptor = { context in earlier(context) ?? accept(context) }
+            } else {
+                acceptor = accept
+            }
+        }
+        if let finished = interceptor.finished {
+            if let earlier = observer {
+                observer = { record in
+                    earlier(record)
+                    finished(record)
+                }
+            } else {
+                observer = finished
+            }
+        }
     }
 
     /// Adds an interceptor that only refuses calls (authentication).
@@ -161,24 +203,20 @@ public struct Router: Sendable {
     }
 
     /// The first refusal of the interceptors for a call, or nil when it may go on.
-    public func refusal(for context: CallContext) -> RPCError? {
-        for accept in acceptors {
-            if let refusal = accept(context) { return refusal }
-        }
-        return nil
-    }
+    public func refusal(for context: CallContext) -> RPCError? { acceptor?(context) }
 
     /// Whether any interceptor looks at calls before they are routed (the transport then builds a context
     /// for them).
-    public var authenticates: Bool { !acceptors.isEmpty }
+    public var authenticates: Bool { acceptor != nil }
 
     /// Whether any interceptor wants the end of each call (the transport then builds a record for it).
-    public var observesCalls: Bool { !observers.isEmpty }
+    public var observesCalls: Bool { observer != nil }
 
     /// Hands the end of a call to every interceptor that asked for it.
-    public func finished(_ record: CallRecord) {
-        for observer in observers { observer(record) }
-    }
+    public func finished(_ record: CallRecord) { observer?(record) }
+
+    /// The interceptors' observers as one closure, or nil: transports keep it.
+    public var callObserver: (@Sendable (CallRecord) -> Void)? { observer }
 
     /// Whether `path` names a registered method (unknown methods share one metric label).
     public func knows(path: String) -> Bool { handlers[path] != nil || streaming[path] != nil || bidi[path] != nil }

@@ -77,3 +77,34 @@ struct TokenBitmapTests {
         }
     }
 }
+
+@Suite("The value scan")
+struct ValueScanTests {
+    /// Byte by byte, the rule itself.
+    static func plain(_ bytes: [UInt8]) -> Bool { bytes.contains { $0 == 0 || $0 == 0x0A || $0 == 0x0D } }
+
+    @Test("every byte value at every position of values 0-20 bytes long agrees with the byte-by-byte rule")
+    func everyByteEveryPosition() {
+        for length in 1...20 {
+            for position in 0..<length {
+                for b in 0...255 {
+                    // Filler of every kind around it: printable, tab, high bytes.
+                    for filler: UInt8 in [0x61, 0x09, 0xFF, 0x0E] {
+                        var value = [UInt8](repeating: filler, count: length)
+                        value[position] = UInt8(b)
+                        let fast = value.withUnsafeBufferPointer { RequestFieldCheck.hasForbiddenValueByte($0) }
+                        if fast != Self.plain(value) {
+                            Issue.record("length \(length), byte \(b) at \(position) in \(filler): scan says \(fast)")
+                            return
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    @Test("an empty value is fine")
+    func empty() {
+        #expect(![UInt8]().withUnsafeBufferPointer { RequestFieldCheck.hasForbiddenValueByte($0) })
+    }
+}
