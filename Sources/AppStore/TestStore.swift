@@ -4,8 +4,7 @@ import Foundation
 /// A local test store, like StoreKit Testing in Xcode: a root, an intermediate and a leaf with
 /// Apple's marker OIDs, kept as PEM files in one directory, signing StoreKit 2 transactions and
 /// StoreKit 1 app receipts that billingd accepts only when this root is configured (`--dev`).
-public final class TestStore: @unchecked Sendable {
-    // Sendable: every stored property is immutable after init.
+public final class TestStore: Sendable {
     public let directory: String
     public let root: Certificate
     public let intermediate: Certificate

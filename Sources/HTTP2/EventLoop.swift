@@ -14,13 +14,40 @@ protocol EventHandler: AnyObject {
     func handle(events: UInt32)
 }
 
+/// A value that belongs to one event loop and crosses threads only to be handed back to it (swift-nio's
+/// `NIOLoopBound`): reading it off its loop stops the process in debug and test builds. Loop-confined
+/// classes travel in this box instead of declaring themselves `@unchecked Sendable` one by one.
+struct LoopBound<Value>: @unchecked Sendable {
+    // Sendable: `stored` is read only through `value`, which checks the loop.
+    let loop: EventLoop
+    private let stored: Value
+
+    /// Boxes `value` for `loop` (from any thread: a loop's objects are made before it runs).
+    init(_ value: Value, loop: EventLoop) {
+        self.stored = value
+        self.loop = loop
+    }
+
+    /// The value, on its loop.
+    var value: Value {
+        loop.assertInEventLoop("a LoopBound value")
+        return stored
+    }
+
+    /// Runs `body` with the value on its loop.
+    func execute(_ body: @escaping @Sendable (Value) -> Void) {
+        loop.execute { body(self.value) }
+    }
+}
+
 /// One thread, one epoll set: owns its sockets, TLS objects and nghttp2 sessions.
 ///
 /// Other threads reach it only through `execute`, which queues a task and wakes
 /// the loop through an eventfd. Nothing inside a loop takes a lock but that queue.
 public final class EventLoop: @unchecked Sendable {
-    // Sendable: every mutable field but `inbox` is touched on the loop thread only;
-    // `inbox` is a Mutex and `wakeFD` is written atomically by the kernel.
+    // Sendable: every mutable field but `inbox` is touched on the loop thread only (checked in debug and test
+    // builds by every loop-thread method once the loop runs); `inbox` is a Mutex and `wakeFD` is written
+    // atomically by the kernel.
     private let epollFD: Int32
     private let wakeFD: Int32
     private let inbox = Mutex<[() -> Void]>([])
@@ -82,18 +109,30 @@ public final class EventLoop: @unchecked Sendable {
 
     // MARK: Loop-thread API
 
+    /// Stops the process, in debug and test builds, when the loop's own state is touched from another thread
+    /// once the loop runs (before it starts, the thread setting it up owns it).
+    @inline(__always)
+    private func assertOwned(_ what: StaticString) {
+        #if DEBUG
+        precondition(threadID.load(ordering: .acquiring) == 0 || inEventLoop, "\(what) off event loop \(name)")
+        #endif
+    }
+
     func register(_ fd: Int32, _ handler: any EventHandler, events: UInt32) {
+        assertOwned("EventLoop.register")
         handlers[fd] = handler
         var event = epoll_event(events: events, data: epoll_data_t(fd: fd))
         _ = epoll_ctl(epollFD, EPOLL_CTL_ADD, fd, &event)
     }
 
     func modify(_ fd: Int32, events: UInt32) {
+        assertOwned("EventLoop.modify")
         var event = epoll_event(events: events, data: epoll_data_t(fd: fd))
         _ = epoll_ctl(epollFD, EPOLL_CTL_MOD, fd, &event)
     }
 
     func deregister(_ fd: Int32) {
+        assertOwned("EventLoop.deregister")
         _ = epoll_ctl(epollFD, EPOLL_CTL_DEL, fd, nil)
         handlers[fd] = nil
     }
@@ -101,14 +140,21 @@ public final class EventLoop: @unchecked Sendable {
     /// Runs `action` on this loop after `nanoseconds`; returns an id for `cancelTimer`.
     @discardableResult
     func schedule(afterNanoseconds nanoseconds: Int64, _ action: @escaping () -> Void) -> Int {
-        timers.schedule(at: Monotonic.now() &+ UInt64(max(0, nanoseconds)), action)
+        assertOwned("EventLoop.schedule")
+        return timers.schedule(at: Monotonic.now() &+ UInt64(max(0, nanoseconds)), action)
     }
 
-    func cancelTimer(_ id: Int) { timers.cancel(id) }
+    func cancelTimer(_ id: Int) {
+        assertOwned("EventLoop.cancelTimer")
+        timers.cancel(id)
+    }
 
     /// Asks for `target.flush()` at the end of this iteration, after every event and task,
     /// so answers produced together leave in one write. Callers keep their own "scheduled" flag.
-    func flushLater(_ target: any DeferredFlush) { dirty.append(target) }
+    func flushLater(_ target: any DeferredFlush) {
+        assertOwned("EventLoop.flushLater")
+        dirty.append(target)
+    }
 
     /// Stops the loop after the current iteration.
     func stop() { stopping = true }

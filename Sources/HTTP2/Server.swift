@@ -77,9 +77,8 @@ final class ServerShared: Sendable {
     }
 }
 
-/// The connections one loop owns; touched on that loop only.
-final class LoopConnections: @unchecked Sendable {
-    // Sendable: mutated on `loop` only; other threads only pass it to `loop.execute`.
+/// The connections one loop owns; touched on that loop only (other threads reach it through `LoopBound`).
+final class LoopConnections {
     let loop: EventLoop
     var connections: [Int32: ServerConnection] = [:]
     var draining = false
@@ -88,6 +87,7 @@ final class LoopConnections: @unchecked Sendable {
 
     /// Adopts an accepted socket (on this loop).
     func adopt(fd: Int32, peer: String, shared: ServerShared) {
+        loop.assertInEventLoop("LoopConnections")
         do {
             let connection = try ServerConnection(fd: fd, peer: peer, loop: loop, shared: shared)
             connections[fd] = connection
@@ -99,7 +99,10 @@ final class LoopConnections: @unchecked Sendable {
         }
     }
 
-    func forget(_ fd: Int32) { connections[fd] = nil }
+    func forget(_ fd: Int32) {
+        loop.assertInEventLoop("LoopConnections")
+        connections[fd] = nil
+    }
 
     /// Once a second: idle connections get GOAWAY, stalled writers are dropped.
     func startSweeping() {
@@ -116,16 +119,16 @@ final class LoopConnections: @unchecked Sendable {
 /// One socket rather than one SO_REUSEPORT socket per loop: with SO_REUSEPORT a
 /// second billingd started on the same port by mistake would silently take half
 /// the connections instead of failing at start.
-final class Listener: EventHandler, @unchecked Sendable {
-    // Sendable: used on its loop only; shutdown passes it to `loop.execute`.
+final class Listener: EventHandler {
+    // Used on its loop only; shutdown reaches it through `LoopBound`.
     let fd: Int32
     let loop: EventLoop
     let shared: ServerShared
-    let targets: [LoopConnections]
+    let targets: [LoopBound<LoopConnections>]
     private var next = 0
     private var closed = false
 
-    init(fd: Int32, loop: EventLoop, shared: ServerShared, targets: [LoopConnections]) {
+    init(fd: Int32, loop: EventLoop, shared: ServerShared, targets: [LoopBound<LoopConnections>]) {
         self.fd = fd
         self.loop = loop
         self.shared = shared
@@ -133,6 +136,7 @@ final class Listener: EventHandler, @unchecked Sendable {
     }
 
     func handle(events: UInt32) {
+        loop.assertInEventLoop("Listener")
         for _ in 0..<64 {
             let (client, address) = Sockets.accept(fd)
             if client < 0 {
@@ -156,15 +160,16 @@ final class Listener: EventHandler, @unchecked Sendable {
             let peer = address.text
             let shared = shared
             if target.loop === loop {
-                target.adopt(fd: client, peer: peer, shared: shared)
+                target.value.adopt(fd: client, peer: peer, shared: shared)
             } else {
-                target.loop.execute { target.adopt(fd: client, peer: peer, shared: shared) }
+                target.execute { $0.adopt(fd: client, peer: peer, shared: shared) }
             }
         }
     }
 
     /// Stops accepting (shutdown).
     func close() {
+        loop.assertInEventLoop("Listener")
         guard !closed else { return }
         closed = true
         loop.deregister(fd)
@@ -178,10 +183,10 @@ public final class Server: Sendable {
     private let loops: [EventLoop]
     private let state = Mutex<State>(State())
 
-    private let loopConnections: [LoopConnections]
+    private let loopConnections: [LoopBound<LoopConnections>]
 
     private struct State {
-        var listener: Listener?
+        var listener: LoopBound<Listener>?
         var port = 0
         var started = false
         var draining = false
@@ -194,7 +199,7 @@ public final class Server: Sendable {
         var loops: [EventLoop] = []
         for i in 0..<max(1, configuration.threads) { loops.append(try EventLoop(name: "loop-\(i)")) }
         self.loops = loops
-        self.loopConnections = loops.map { LoopConnections(loop: $0) }
+        self.loopConnections = loops.map { LoopBound(LoopConnections(loop: $0), loop: $0) }
     }
 
     /// Binds the listener and starts the loops; returns the bound address as `HOST:PORT`.
@@ -206,9 +211,9 @@ public final class Server: Sendable {
         let listener = Listener(fd: fd, loop: loops[0], shared: shared, targets: loopConnections)
         loops[0].register(fd, listener, events: EPOLLIN.rawValue)
         for loop in loops { loop.start() }
-        for group in loopConnections { group.loop.execute { group.startSweeping() } }
+        for group in loopConnections { group.execute { $0.startSweeping() } }
         state.withLock {
-            $0.listener = listener
+            $0.listener = LoopBound(listener, loop: self.loops[0])
             $0.port = bound.port
             $0.started = true
         }
@@ -230,16 +235,16 @@ public final class Server: Sendable {
     /// Graceful shutdown: stop accepting, GOAWAY, let calls in flight finish for up to
     /// `graceSeconds`, then close what is left and stop the loops. Blocks until done.
     public func shutdown(graceSeconds: Double) {
-        let (listener, first) = state.withLock { s -> (Listener?, Bool) in
+        let (listener, first) = state.withLock { s -> (LoopBound<Listener>?, Bool) in
             let first = s.started && !s.draining
             s.draining = true
             return (s.listener, first)
         }
         guard first, let listener else { return }
         let deadline = Monotonic.now() + UInt64(max(0, graceSeconds) * 1e9)
-        listener.loop.execute { listener.close() }
+        listener.execute { $0.close() }
         for group in loopConnections {
-            group.loop.execute {
+            group.execute { group in
                 group.draining = true
                 for connection in group.connections.values { connection.beginDrain() }
             }
@@ -249,7 +254,7 @@ public final class Server: Sendable {
             usleep(5_000)
         }
         for group in loopConnections {
-            group.loop.execute {
+            group.execute { group in
                 for connection in Array(group.connections.values) { connection.close() }
                 group.loop.stop()
             }

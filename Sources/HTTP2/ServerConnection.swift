@@ -9,11 +9,9 @@ import Synchronization
 /// the h2c preface sniffing (an HTTP/1.x request gets an HTTP/1.1 answer), writing what the session queues,
 /// the idle and stalled-reader sweep, and the linger before close. Streams and calls live in the session.
 ///
-/// Confined to its event loop; other threads only hand answers back through `loop.execute`.
-final class ServerConnection: EventHandler, DeferredFlush, SessionOutput, @unchecked Sendable {
-    // Sendable: every field is touched on `loop` only; closures that cross threads
-    // capture the connection solely to call `loop.execute { ... }` with it. Checked in debug and test
-    // builds where the connection is entered (events, flush, close).
+/// Confined to its event loop and never handed to another thread (answers reach its session, which hops
+/// back with `loop.execute`); checked in debug and test builds where it is entered (events, flush, close).
+final class ServerConnection: EventHandler, DeferredFlush, SessionOutput {
     let fd: Int32
     let loop: EventLoop
     let shared: ServerShared
