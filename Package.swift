@@ -38,7 +38,9 @@ let package = Package(
         .target(name: "BillingAPI", dependencies: ["ProtoWire"], swiftSettings: safe),
         .target(name: "Billing", exclude: ["README.md"], swiftSettings: safe),
         .target(name: "AppStore", dependencies: ["Crypto", "ProtoWire"], exclude: ["README.md"], swiftSettings: strict),
-        .target(name: "BillingService", dependencies: ["Billing", "BillingAPI", "RPC", "ProtoWire", "AppStore", "AppStoreAPI", "Crypto"], exclude: ["README.md"], swiftSettings: strict),
+        .target(
+            name: "BillingService", dependencies: ["Billing", "BillingAPI", "RPC", "ProtoWire", "AppStore", "AppStoreAPI", "Crypto"], exclude: ["README.md"],
+            swiftSettings: strict),
 
         // Wrappers around C.
         .target(name: "Crypto", dependencies: ["COpenSSL"], exclude: ["README.md"], swiftSettings: strict),

@@ -152,8 +152,9 @@ public enum RFC3339 {
             return v
         }
         guard c.count >= 19, c[4] == 0x2D, c[7] == 0x2D, c[10] == 0x54 || c[10] == 0x20, c[13] == 0x3A, c[16] == 0x3A,
-              let y = num(0, 4), let mo = num(5, 2), let d = num(8, 2), let h = num(11, 2), let mi = num(14, 2),
-              let sec = num(17, 2), (1...12).contains(mo), (1...31).contains(d), h < 24, mi < 60, sec < 61 else { return nil }
+            let y = num(0, 4), let mo = num(5, 2), let d = num(8, 2), let h = num(11, 2), let mi = num(14, 2),
+            let sec = num(17, 2), (1...12).contains(mo), (1...31).contains(d), h < 24, mi < 60, sec < 61
+        else { return nil }
         var i = 19
         var fraction = 0
         if i < c.count, c[i] == 0x2E {
@@ -176,7 +177,13 @@ public enum RFC3339 {
                 let rest = c.count - i - 1
                 guard let oh = num(i + 1, 2) else { return nil }
                 var om = 0
-                if rest == 5, c[i + 3] == 0x3A, let m = num(i + 4, 2) { om = m } else if rest == 4, let m = num(i + 3, 2) { om = m } else if rest != 2 { return nil }
+                if rest == 5, c[i + 3] == 0x3A, let m = num(i + 4, 2) {
+                    om = m
+                } else if rest == 4, let m = num(i + 3, 2) {
+                    om = m
+                } else if rest != 2 {
+                    return nil
+                }
                 offset = sign * (oh * 3600 + om * 60)
             } else {
                 return nil

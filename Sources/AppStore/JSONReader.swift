@@ -250,7 +250,8 @@ public enum NotificationEnvelope {
         // Apple's exact shape, `{"signedPayload":"<JWS>"}` with a JWS's plain characters, needs no parser.
         let prefix = Array(#"{"signedPayload":""#.utf8)
         if body.count > prefix.count + 2, body.starts(with: prefix), body[body.count - 2] == UInt8(ascii: "\""),
-           body[body.count - 1] == UInt8(ascii: "}") {
+            body[body.count - 1] == UInt8(ascii: "}")
+        {
             // Nothing to unescape: no quote, backslash or control byte inside (what else a JWS may not hold,
             // JWS.parse refuses when it decodes the parts).
             let plain = body.withUnsafeBufferPointer { b in
@@ -259,7 +260,8 @@ public enum NotificationEnvelope {
             if plain { return String(decoding: body[prefix.count..<(body.count - 2)], as: UTF8.self) }
         }
         guard case .object(let o)? = try? JSONReader.parse(body),
-              case .string(let payload)? = o["signedPayload"] else { return nil }
+            case .string(let payload)? = o["signedPayload"]
+        else { return nil }
         return payload
     }
 }

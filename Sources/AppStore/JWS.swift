@@ -87,8 +87,9 @@ public struct JWS: Sendable {
                 cache[headerText] = (a, strings, id)
             }
         }
-        return JWS(algorithm: alg, x5c: x5c, payload: payload,
-                   signingInput: Array(utf8[0..<(parts[0].count + 1 + parts[1].count)]), signature: signature, headerID: headerID)
+        return JWS(
+            algorithm: alg, x5c: x5c, payload: payload,
+            signingInput: Array(utf8[0..<(parts[0].count + 1 + parts[1].count)]), signature: signature, headerID: headerID)
     }
 
     /// A character of a compact JWS: base64url or the dot between parts.

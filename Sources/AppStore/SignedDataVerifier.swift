@@ -23,8 +23,10 @@ public struct VerifierSettings: Sendable {
     /// The time used when signed data carries no date, in milliseconds since 1970.
     public var now: @Sendable () -> Int64
 
-    public init(anchors: TrustAnchors, bundleIDs: Set<String>, appAppleID: Int64? = nil,
-                environments: Set<AppStoreEnvironment>, now: @escaping @Sendable () -> Int64) {
+    public init(
+        anchors: TrustAnchors, bundleIDs: Set<String>, appAppleID: Int64? = nil,
+        environments: Set<AppStoreEnvironment>, now: @escaping @Sendable () -> Int64
+    ) {
         self.anchors = anchors
         self.bundleIDs = bundleIDs
         self.appAppleID = appAppleID
@@ -122,14 +124,18 @@ public final class SignedDataVerifier: Sendable {
 
     // MARK: Signature and chain
 
-    private func verify<P>(_ signed: String, date: (JSONFields) -> Int64?,
-                           decode: (JSONFields) throws(VerificationFailure) -> P) -> Result<P, VerificationFailure> {
+    private func verify<P>(
+        _ signed: String, date: (JSONFields) -> Int64?,
+        decode: (JSONFields) throws(VerificationFailure) -> P
+    ) -> Result<P, VerificationFailure> {
         do throws(VerificationFailure) {
             let jws = try JWS.parse(signed)
             let fields = try JSONFields(bytes: jws.payload)
-            let environment = fields.string("environment") ?? fields.object("data")?.string("environment")
+            let environment =
+                fields.string("environment") ?? fields.object("data")?.string("environment")
                 ?? fields.string("receiptType")
-            let unsignedXcode = settings.decodeXcodeWithoutVerification
+            let unsignedXcode =
+                settings.decodeXcodeWithoutVerification
                 && (environment == AppStoreEnvironment.xcode.rawValue || environment == AppStoreEnvironment.localTesting.rawValue)
             if !unsignedXcode {
                 try checkSignature(jws, at: date(fields) ?? settings.now())

@@ -34,9 +34,10 @@ public final class TestStore: Sendable {
             contents[name] = [UInt8](data)
         }
         do throws(CryptoError) {
-            return TestStore(directory: directory, root: try Certificate.parse(contents["root.pem"]!),
-                             intermediate: try Certificate.parse(contents["intermediate.pem"]!),
-                             leaf: try Certificate.parse(contents["leaf.pem"]!), leafKey: try PrivateKey.parsePEM(contents["leaf.key"]!))
+            return TestStore(
+                directory: directory, root: try Certificate.parse(contents["root.pem"]!),
+                intermediate: try Certificate.parse(contents["intermediate.pem"]!),
+                leaf: try Certificate.parse(contents["leaf.pem"]!), leafKey: try PrivateKey.parsePEM(contents["leaf.key"]!))
         } catch {
             throw Failure(description: "test store in \(directory) is damaged: \(error)")
         }
@@ -80,8 +81,11 @@ public final class TestStore: Sendable {
             ]
             for (name, text) in contents {
                 let path = directory + "/" + name
-                guard FileManager.default.createFile(atPath: path, contents: Data(text.utf8),
-                                                     attributes: [.posixPermissions: name.hasSuffix(".key") ? 0o600 : 0o644]) else {
+                guard
+                    FileManager.default.createFile(
+                        atPath: path, contents: Data(text.utf8),
+                        attributes: [.posixPermissions: name.hasSuffix(".key") ? 0o600 : 0o644])
+                else {
                     throw CryptoError.library("cannot write \(path)")
                 }
             }
@@ -107,8 +111,10 @@ public final class TestStore: Sendable {
         public var quantity: Int
         public var signedDate: Int64?
 
-        public init(transactionID: String, productID: String, type: String = "Non-Consumable", bundleID: String,
-                    environment: String = "Xcode", purchaseDate: Int64) {
+        public init(
+            transactionID: String, productID: String, type: String = "Non-Consumable", bundleID: String,
+            environment: String = "Xcode", purchaseDate: Int64
+        ) {
             self.transactionID = transactionID
             self.productID = productID
             self.type = type
@@ -138,7 +144,8 @@ public final class TestStore: Sendable {
     public func signJWS(_ payload: [String: Any], algorithm: String = "ES256") throws(Failure) -> String {
         let header: [String: Any] = ["alg": algorithm, "x5c": [leaf.der, intermediate.der, root.der].map { Data($0).base64EncodedString() }]
         guard let h = try? JSONSerialization.data(withJSONObject: header, options: [.sortedKeys]),
-              let p = try? JSONSerialization.data(withJSONObject: payload, options: [.sortedKeys]) else {
+            let p = try? JSONSerialization.data(withJSONObject: payload, options: [.sortedKeys])
+        else {
             throw Failure(description: "payload is not JSON")
         }
         let input = JWS.base64URL([UInt8](h)) + "." + JWS.base64URL([UInt8](p))
@@ -161,8 +168,10 @@ public final class TestStore: Sendable {
         public var gracePeriodExpiresDate: Int64?
         public var isInBillingRetryPeriod: Bool?
 
-        public init(originalTransactionID: String, productID: String, autoRenewStatus: Int = 1, environment: String = "Xcode",
-                    signedDate: Int64) {
+        public init(
+            originalTransactionID: String, productID: String, autoRenewStatus: Int = 1, environment: String = "Xcode",
+            signedDate: Int64
+        ) {
             self.originalTransactionID = originalTransactionID
             self.productID = productID
             self.autoRenewStatus = autoRenewStatus
@@ -195,8 +204,10 @@ public final class TestStore: Sendable {
         public var renewal: RenewalInfo?
 
         /// A new random UUID when `uuid` is nil.
-        public init(type: String, subtype: String? = nil, uuid: String? = nil, signedDate: Int64,
-                    bundleID: String, environment: String = "Xcode") {
+        public init(
+            type: String, subtype: String? = nil, uuid: String? = nil, signedDate: Int64,
+            bundleID: String, environment: String = "Xcode"
+        ) {
             self.type = type
             self.subtype = subtype
             self.uuid = uuid ?? UUID().uuidString.lowercased()
@@ -215,8 +226,10 @@ public final class TestStore: Sendable {
             data["signedTransactionInfo"] = try signedTransaction(t)
         }
         if let r = n.renewal { data["signedRenewalInfo"] = try signJWS(r.json) }
-        var payload: [String: Any] = ["notificationType": n.type, "notificationUUID": n.uuid, "version": "2.0",
-                                      "signedDate": n.signedDate, "data": data]
+        var payload: [String: Any] = [
+            "notificationType": n.type, "notificationUUID": n.uuid, "version": "2.0",
+            "signedDate": n.signedDate, "data": data,
+        ]
         if let subtype = n.subtype { payload["subtype"] = subtype }
         return try signJWS(payload)
     }
@@ -238,12 +251,15 @@ public final class TestStore: Sendable {
     }
 
     /// A base64 app receipt (PKCS#7 SignedData over the ASN.1 payload) holding `inApp`.
-    public func appReceipt(bundleID: String, receiptType: String = "Xcode", applicationVersion: String = "1",
-                           creationDate: Int64? = nil, inApp: [AppReceipt.InAppPurchase],
-                           encoding: ReceiptEncoding = .der) throws(Failure) -> String {
+    public func appReceipt(
+        bundleID: String, receiptType: String = "Xcode", applicationVersion: String = "1",
+        creationDate: Int64? = nil, inApp: [AppReceipt.InAppPurchase],
+        encoding: ReceiptEncoding = .der
+    ) throws(Failure) -> String {
         let creationDate = creationDate ?? Int64(Date().timeIntervalSince1970 * 1000)
-        var payload = Self.receiptPayload(bundleID: bundleID, receiptType: receiptType, applicationVersion: applicationVersion,
-                                          creationDate: creationDate, inApp: inApp)
+        var payload = Self.receiptPayload(
+            bundleID: bundleID, receiptType: receiptType, applicationVersion: applicationVersion,
+            creationDate: creationDate, inApp: inApp)
         switch encoding {
         case .der, .ber: break
         case .wrappedPayload: payload = ASN1.octetString(payload)
@@ -305,8 +321,10 @@ public final class TestStore: Sendable {
     }
 
     /// The DER payload Apple's receipts carry (attribute numbers as documented).
-    public static func receiptPayload(bundleID: String, receiptType: String, applicationVersion: String, creationDate: Int64,
-                                      inApp: [AppReceipt.InAppPurchase]) -> [UInt8] {
+    public static func receiptPayload(
+        bundleID: String, receiptType: String, applicationVersion: String, creationDate: Int64,
+        inApp: [AppReceipt.InAppPurchase]
+    ) -> [UInt8] {
         func attribute(_ type: Int64, _ value: [UInt8]) -> [UInt8] {
             ASN1.sequence([ASN1.encodeInteger(type), ASN1.encodeInteger(1), ASN1.octetString(value)])
         }

@@ -50,13 +50,15 @@ public final class APIToken: Sendable {
 
     func make(issuedAt iat: Int64) throws(CryptoError) -> String {
         let header = #"{"alg":"ES256","kid":"# + JSONText.quote(credentials.keyID) + #","typ":"JWT"}"#
-        let claims = "{" + [
-            #""iss":"# + JSONText.quote(credentials.issuerID),
-            #""iat":"# + String(iat),
-            #""exp":"# + String(iat + Self.lifetimeSeconds),
-            #""aud":"appstoreconnect-v1""#,
-            #""bid":"# + JSONText.quote(credentials.bundleID),
-        ].joined(separator: ",") + "}"
+        let claims =
+            "{"
+            + [
+                #""iss":"# + JSONText.quote(credentials.issuerID),
+                #""iat":"# + String(iat),
+                #""exp":"# + String(iat + Self.lifetimeSeconds),
+                #""aud":"appstoreconnect-v1""#,
+                #""bid":"# + JSONText.quote(credentials.bundleID),
+            ].joined(separator: ",") + "}"
         let input = JWS.base64URL(Array(header.utf8)) + "." + JWS.base64URL(Array(claims.utf8))
         let signature = try credentials.privateKey.signES256(Array(input.utf8))
         return input + "." + JWS.base64URL(signature)

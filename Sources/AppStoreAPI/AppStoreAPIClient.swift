@@ -60,8 +60,11 @@ public enum AppStoreAPIError: Error, Sendable, CustomStringConvertible {
 
 /// Observes every attempt (for metrics and logs): endpoint name, environment, HTTP status (0: no answer),
 /// seconds taken.
-public typealias AppStoreAPIObserver = @Sendable (_ endpoint: String, _ environment: AppStoreAPIEnvironment, _ status: Int,
-                                                  _ seconds: Double) -> Void
+public typealias AppStoreAPIObserver =
+    @Sendable (
+        _ endpoint: String, _ environment: AppStoreAPIEnvironment, _ status: Int,
+        _ seconds: Double
+    ) -> Void
 
 /// The App Store Server API client: HTTP/2 over TLS on nghttp2 and OpenSSL (the server's certificate and
 /// host name verified), ES256 bearer tokens, retries of 429 and 5xx with Retry-After or bounded backoff, a
@@ -77,8 +80,11 @@ public final class AppStoreAPIClient: Sendable {
     private let pools: [AppStoreAPIEnvironment: ConnectionPool]
     private let observe: AppStoreAPIObserver
 
-    public init(_ configuration: AppStoreAPIConfiguration, observe: @escaping AppStoreAPIObserver = { _, _, _, _ in })
-        throws(AppStoreAPIError) {
+    public init(
+        _ configuration: AppStoreAPIConfiguration, observe: @escaping AppStoreAPIObserver = { _, _, _, _ in }
+    )
+        throws(AppStoreAPIError)
+    {
         self.configuration = configuration
         token = APIToken(configuration.credentials)
         do {
@@ -113,19 +119,25 @@ public final class AppStoreAPIClient: Sendable {
         public var hasMore: Bool
     }
 
-    public func transactionHistory(_ transactionID: String, revision: String?, in environment: AppStoreAPIEnvironment)
-        throws(AppStoreAPIError) -> HistoryPage {
+    public func transactionHistory(
+        _ transactionID: String, revision: String?, in environment: AppStoreAPIEnvironment
+    )
+        throws(AppStoreAPIError) -> HistoryPage
+    {
         var query = [("sort", "ASCENDING")]
         if let revision { query.append(("revision", revision)) }
         let json = try call("transaction_history", environment, "GET", "/inApps/v2/history/" + Self.segment(transactionID), query: query)
-        return HistoryPage(signedTransactions: try Self.strings(json, "signedTransactions"),
-                           revision: (try? Self.string(json, "revision")) ?? "", hasMore: Self.bool(json, "hasMore"))
+        return HistoryPage(
+            signedTransactions: try Self.strings(json, "signedTransactions"),
+            revision: (try? Self.string(json, "revision")) ?? "", hasMore: Self.bool(json, "hasMore"))
     }
 
     /// Every page of a transaction history, up to `maxTransactions` signed transactions; `stop` is asked
     /// between pages (a caller that gave up).
-    public func fullHistory(_ transactionID: String, in environment: AppStoreAPIEnvironment, maxTransactions: Int = 5000,
-                            stop: () -> Bool = { false }) throws(AppStoreAPIError) -> [String] {
+    public func fullHistory(
+        _ transactionID: String, in environment: AppStoreAPIEnvironment, maxTransactions: Int = 5000,
+        stop: () -> Bool = { false }
+    ) throws(AppStoreAPIError) -> [String] {
         var all: [String] = []
         var revision: String?
         var revisions = Set<String>()
@@ -150,8 +162,11 @@ public final class AppStoreAPIClient: Sendable {
         public var signedRenewalInfo: String
     }
 
-    public func subscriptionStatuses(_ transactionID: String, in environment: AppStoreAPIEnvironment)
-        throws(AppStoreAPIError) -> [SubscriptionStatus] {
+    public func subscriptionStatuses(
+        _ transactionID: String, in environment: AppStoreAPIEnvironment
+    )
+        throws(AppStoreAPIError) -> [SubscriptionStatus]
+    {
         let json = try call("subscription_statuses", environment, "GET", "/inApps/v1/subscriptions/" + Self.segment(transactionID))
         guard case .object(let top) = json, case .array(let groups)? = top["data"] else { return [] }
         var out: [SubscriptionStatus] = []
@@ -162,9 +177,11 @@ public final class AppStoreAPIClient: Sendable {
                 func text(_ k: String) -> String { if case .string(let s)? = item[k] { s } else { "" } }
                 var status: Int64 = 0
                 if case .integer(let n)? = item["status"] { status = n }
-                out.append(SubscriptionStatus(groupID: groupID, status: status, originalTransactionID: text("originalTransactionId"),
-                                              signedTransactionInfo: text("signedTransactionInfo"),
-                                              signedRenewalInfo: text("signedRenewalInfo")))
+                out.append(
+                    SubscriptionStatus(
+                        groupID: groupID, status: status, originalTransactionID: text("originalTransactionId"),
+                        signedTransactionInfo: text("signedTransactionInfo"),
+                        signedRenewalInfo: text("signedRenewalInfo")))
             }
         }
         return out
@@ -178,11 +195,15 @@ public final class AppStoreAPIClient: Sendable {
     }
 
     /// `startMs` / `endMs`: the range of the notifications' first send attempts (Apple keeps 180 days).
-    public func notificationHistory(startMs: Int64, endMs: Int64, paginationToken: String?, in environment: AppStoreAPIEnvironment)
-        throws(AppStoreAPIError) -> NotificationPage {
+    public func notificationHistory(
+        startMs: Int64, endMs: Int64, paginationToken: String?, in environment: AppStoreAPIEnvironment
+    )
+        throws(AppStoreAPIError) -> NotificationPage
+    {
         let body = JSONText.object([("startDate", String(startMs)), ("endDate", String(endMs))])
-        let json = try call("notification_history", environment, "POST", "/inApps/v1/notifications/history",
-                            query: paginationToken.map { [("paginationToken", $0)] } ?? [], body: Array(body.utf8))
+        let json = try call(
+            "notification_history", environment, "POST", "/inApps/v1/notifications/history",
+            query: paginationToken.map { [("paginationToken", $0)] } ?? [], body: Array(body.utf8))
         var payloads: [String] = []
         if case .object(let top) = json, case .array(let items)? = top["notificationHistory"] {
             for case .object(let item) in items {
@@ -205,8 +226,10 @@ public final class AppStoreAPIClient: Sendable {
         /// `DECLINE`, `GRANT_FULL`, `GRANT_PRORATED`, `NO_PREFERENCE`, when there is one.
         public var refundPreference: String?
 
-        public init(customerConsented: Bool, sampleContentProvided: Bool, deliveryStatus: String,
-                    consumptionPercentage: Int? = nil, refundPreference: String? = nil) {
+        public init(
+            customerConsented: Bool, sampleContentProvided: Bool, deliveryStatus: String,
+            consumptionPercentage: Int? = nil, refundPreference: String? = nil
+        ) {
             self.customerConsented = customerConsented
             self.sampleContentProvided = sampleContentProvided
             self.deliveryStatus = deliveryStatus
@@ -215,23 +238,31 @@ public final class AppStoreAPIClient: Sendable {
         }
 
         var json: String {
-            JSONText.object([("customerConsented", String(customerConsented)), ("sampleContentProvided", String(sampleContentProvided)),
-                             ("deliveryStatus", JSONText.quote(deliveryStatus)), ("consumptionPercentage", consumptionPercentage.map(String.init)),
-                             ("refundPreference", refundPreference.map(JSONText.quote))])
+            JSONText.object([
+                ("customerConsented", String(customerConsented)), ("sampleContentProvided", String(sampleContentProvided)),
+                ("deliveryStatus", JSONText.quote(deliveryStatus)), ("consumptionPercentage", consumptionPercentage.map(String.init)),
+                ("refundPreference", refundPreference.map(JSONText.quote)),
+            ])
         }
     }
 
-    public func sendConsumption(_ transactionID: String, _ information: ConsumptionInformation, in environment: AppStoreAPIEnvironment)
-        throws(AppStoreAPIError) {
-        _ = try call("send_consumption", environment, "PUT", "/inApps/v2/transactions/consumption/" + Self.segment(transactionID),
-                     body: Array(information.json.utf8), expectJSON: false)
+    public func sendConsumption(
+        _ transactionID: String, _ information: ConsumptionInformation, in environment: AppStoreAPIEnvironment
+    )
+        throws(AppStoreAPIError)
+    {
+        _ = try call(
+            "send_consumption", environment, "PUT", "/inApps/v2/transactions/consumption/" + Self.segment(transactionID),
+            body: Array(information.json.utf8), expectJSON: false)
     }
 
     /// The older Send Consumption Information (v1, `PUT /inApps/v1/transactions/consumption/{id}`), for a server
     /// that does not know v2: the same facts, every field v1 requires, "undeclared" (0) where billingd knows
     /// nothing. `deliveryStatus` 0 means delivered and working.
-    public func sendConsumptionV1(_ transactionID: String, _ information: ConsumptionInformation, appAccountToken: String,
-                                  in environment: AppStoreAPIEnvironment) throws(AppStoreAPIError) {
+    public func sendConsumptionV1(
+        _ transactionID: String, _ information: ConsumptionInformation, appAccountToken: String,
+        in environment: AppStoreAPIEnvironment
+    ) throws(AppStoreAPIError) {
         let delivery = information.deliveryStatus == "DELIVERED" ? 0 : 5
         let body = JSONText.object([
             ("customerConsented", String(information.customerConsented)), ("consumptionStatus", "0"), ("platform", "1"),
@@ -239,8 +270,9 @@ public final class AppStoreAPIClient: Sendable {
             ("appAccountToken", JSONText.quote(appAccountToken)), ("accountTenure", "0"), ("playTime", "0"),
             ("lifetimeDollarsRefunded", "0"), ("lifetimeDollarsPurchased", "0"), ("userStatus", "0"),
         ])
-        _ = try call("send_consumption", environment, "PUT", "/inApps/v1/transactions/consumption/" + Self.segment(transactionID),
-                     body: Array(body.utf8), expectJSON: false)
+        _ = try call(
+            "send_consumption", environment, "PUT", "/inApps/v1/transactions/consumption/" + Self.segment(transactionID),
+            body: Array(body.utf8), expectJSON: false)
     }
 
     /// Look Up Order ID: the signed transactions of the order id on a customer's receipt email; nil when
@@ -261,8 +293,11 @@ public final class AppStoreAPIClient: Sendable {
     }
 
     /// Get Test Notification Status: the signed TEST notification and each send attempt's result.
-    public func testNotificationStatus(_ token: String, in environment: AppStoreAPIEnvironment)
-        throws(AppStoreAPIError) -> (signedPayload: String, attempts: [String]) {
+    public func testNotificationStatus(
+        _ token: String, in environment: AppStoreAPIEnvironment
+    )
+        throws(AppStoreAPIError) -> (signedPayload: String, attempts: [String])
+    {
         let json = try call("test_notification_status", environment, "GET", "/inApps/v1/notifications/test/" + Self.segment(token))
         var attempts: [String] = []
         if case .object(let top) = json, case .array(let items)? = top["sendAttempts"] {
@@ -276,8 +311,10 @@ public final class AppStoreAPIClient: Sendable {
     // MARK: the call
 
     /// One call with its retries. `expectJSON: false` for endpoints that answer 202 without a body.
-    func call(_ name: String, _ environment: AppStoreAPIEnvironment, _ method: String, _ path: String,
-              query: [(String, String)] = [], body: [UInt8] = [], expectJSON: Bool = true) throws(AppStoreAPIError) -> JSONValue {
+    func call(
+        _ name: String, _ environment: AppStoreAPIEnvironment, _ method: String, _ path: String,
+        query: [(String, String)] = [], body: [UInt8] = [], expectJSON: Bool = true
+    ) throws(AppStoreAPIError) -> JSONValue {
         let pool = pools[environment]!
         let attemptNanos = UInt64(configuration.attemptTimeoutSeconds) * 1_000_000_000
         guard slots.wait(timeout: .now() + .seconds(configuration.attemptTimeoutSeconds)) == .success else {
@@ -388,7 +425,7 @@ public final class AppStoreAPIClient: Sendable {
         for b in s.utf8 {
             switch b {
             case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"), UInt8(ascii: "0")...UInt8(ascii: "9"),
-                 UInt8(ascii: "-"), UInt8(ascii: "_"), UInt8(ascii: "."), UInt8(ascii: "~"):
+                UInt8(ascii: "-"), UInt8(ascii: "_"), UInt8(ascii: "."), UInt8(ascii: "~"):
                 out.unicodeScalars.append(Unicode.Scalar(b))
             default:
                 let hex = String(b, radix: 16, uppercase: true)
@@ -408,9 +445,13 @@ struct BaseURL: Sendable {
 
     init?(_ url: String) {
         let rest: Substring
-        if url.hasPrefix("https://") { tls = true; rest = url.dropFirst(8) } else if url.hasPrefix("http://") {
+        if url.hasPrefix("https://") {
+            tls = true; rest = url.dropFirst(8)
+        } else if url.hasPrefix("http://") {
             tls = false; rest = url.dropFirst(7)
-        } else { return nil }
+        } else {
+            return nil
+        }
         let slash = rest.firstIndex(of: "/") ?? rest.endIndex
         let hostPort = rest[..<slash]
         prefix = String(rest[slash...])
@@ -455,8 +496,9 @@ final class ConnectionPool: Sendable {
         while let c = idle.withLock({ $0.popLast() }) {
             if c.client.isUsable, Monotonic.now() &- c.idleSince < Self.maxIdleNanoseconds, !c.client.peerSpokeWhileIdle { return c }
         }
-        let client = try Client(address: base.address, tls: base.tls ? tls : nil, serverName: base.host,
-                                timeoutSeconds: timeoutSeconds, authority: base.authority)
+        let client = try Client(
+            address: base.address, tls: base.tls ? tls : nil, serverName: base.host,
+            timeoutSeconds: timeoutSeconds, authority: base.authority)
         return PooledConnection(client: client)
     }
 

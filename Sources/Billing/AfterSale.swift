@@ -43,8 +43,10 @@ public struct EventRecord: Sendable, Equatable {
     public var notificationUUID: String?
     public var transactionID: String?
 
-    public init(cursor: UInt64 = 0, kind: EventKind, timeMs: Int64, accountID: String, order: Order? = nil,
-                entitlement: Entitlement? = nil, cause: EventCause, transactionID: String? = nil) {
+    public init(
+        cursor: UInt64 = 0, kind: EventKind, timeMs: Int64, accountID: String, order: Order? = nil,
+        entitlement: Entitlement? = nil, cause: EventCause, transactionID: String? = nil
+    ) {
         self.cursor = cursor
         self.kind = kind
         self.timeMs = timeMs
@@ -76,9 +78,11 @@ public struct EntitlementRecord: Sendable, Equatable {
     /// The App Store said the subscription expired (EXPIRED, GRACE_PERIOD_EXPIRED) after its latest transaction.
     public var ended: Bool
 
-    public init(accountID: String, key: String, productID: String, productKind: ProductKind, originalTransactionID: String,
-                latestTransactionID: String, purchaseTimeMs: Int64, expiresTimeMs: Int64, revocationTimeMs: Int64,
-                gracePeriodExpiresTimeMs: Int64, autoRenew: Bool, environment: StoreEnvironment, orderID: String?, ended: Bool) {
+    public init(
+        accountID: String, key: String, productID: String, productKind: ProductKind, originalTransactionID: String,
+        latestTransactionID: String, purchaseTimeMs: Int64, expiresTimeMs: Int64, revocationTimeMs: Int64,
+        gracePeriodExpiresTimeMs: Int64, autoRenew: Bool, environment: StoreEnvironment, orderID: String?, ended: Bool
+    ) {
         self.accountID = accountID
         self.key = key
         self.productID = productID
@@ -109,11 +113,12 @@ public struct EntitlementRecord: Sendable, Equatable {
 
     /// The entitlement as callers see it at `nowMs`.
     public func entitlement(nowMs: Int64) -> Entitlement {
-        Entitlement(productID: productID, productKind: productKind, originalTransactionID: originalTransactionID,
-                    latestTransactionID: latestTransactionID, purchaseTimeMs: purchaseTimeMs, expiresTimeMs: expiresTimeMs,
-                    active: isActive(nowMs: nowMs), orderID: orderID, revocationTimeMs: revocationTimeMs,
-                    gracePeriodExpiresTimeMs: gracePeriodExpiresTimeMs,
-                    autoRenew: productKind == .autoRenewableSubscription && autoRenew, environment: environment)
+        Entitlement(
+            productID: productID, productKind: productKind, originalTransactionID: originalTransactionID,
+            latestTransactionID: latestTransactionID, purchaseTimeMs: purchaseTimeMs, expiresTimeMs: expiresTimeMs,
+            active: isActive(nowMs: nowMs), orderID: orderID, revocationTimeMs: revocationTimeMs,
+            gracePeriodExpiresTimeMs: gracePeriodExpiresTimeMs,
+            autoRenew: productKind == .autoRenewableSubscription && autoRenew, environment: environment)
     }
 }
 
@@ -127,8 +132,10 @@ public struct RenewalState: Sendable, Equatable {
     /// The newest signedDate of an EXPIRED / GRACE_PERIOD_EXPIRED notification; 0 if none.
     public var endedSignedTimeMs: Int64
 
-    public init(originalTransactionID: String, autoRenew: Bool = true, gracePeriodExpiresTimeMs: Int64 = 0,
-                signedTimeMs: Int64 = 0, endedSignedTimeMs: Int64 = 0) {
+    public init(
+        originalTransactionID: String, autoRenew: Bool = true, gracePeriodExpiresTimeMs: Int64 = 0,
+        signedTimeMs: Int64 = 0, endedSignedTimeMs: Int64 = 0
+    ) {
         self.originalTransactionID = originalTransactionID
         self.autoRenew = autoRenew
         self.gracePeriodExpiresTimeMs = gracePeriodExpiresTimeMs
@@ -166,8 +173,10 @@ public struct VerifiedNotification: Sendable, Equatable {
     /// The whole signed payload, kept for audit.
     public var signedPayload: String
 
-    public init(uuid: String, type: String, subtype: String?, signedTimeMs: Int64, environment: StoreEnvironment?, accepted: Bool,
-                transaction: StoreTransaction?, renewal: RenewalFact?, signedPayload: String) {
+    public init(
+        uuid: String, type: String, subtype: String?, signedTimeMs: Int64, environment: StoreEnvironment?, accepted: Bool,
+        transaction: StoreTransaction?, renewal: RenewalFact?, signedPayload: String
+    ) {
         self.uuid = uuid
         self.type = type
         self.subtype = subtype
@@ -241,30 +250,38 @@ public enum EventSnapshot {
     }
 
     public static func encode(_ o: Order) -> String {
-        join([o.id, o.accountID, o.productID, String(o.quantity), String(o.state.rawValue), o.idempotencyKey ?? "",
-              String(o.createTimeMs), String(o.updateTimeMs), o.transactionID ?? "", String(o.environment?.rawValue ?? 0)])
+        join([
+            o.id, o.accountID, o.productID, String(o.quantity), String(o.state.rawValue), o.idempotencyKey ?? "",
+            String(o.createTimeMs), String(o.updateTimeMs), o.transactionID ?? "", String(o.environment?.rawValue ?? 0),
+        ])
     }
 
     public static func decodeOrder(_ text: String) -> Order? {
         guard let f = split(text), f.count == 10, let q = Int(f[3]), let s = Int(f[4]).flatMap(OrderState.init(rawValue:)),
-              let c = Int64(f[6]), let u = Int64(f[7]), let e = Int(f[9]) else { return nil }
-        return Order(id: f[0], accountID: f[1], productID: f[2], quantity: q, state: s, idempotencyKey: f[5].isEmpty ? nil : f[5],
-                     createTimeMs: c, updateTimeMs: u, transactionID: f[8].isEmpty ? nil : f[8],
-                     environment: StoreEnvironment(rawValue: e))
+            let c = Int64(f[6]), let u = Int64(f[7]), let e = Int(f[9])
+        else { return nil }
+        return Order(
+            id: f[0], accountID: f[1], productID: f[2], quantity: q, state: s, idempotencyKey: f[5].isEmpty ? nil : f[5],
+            createTimeMs: c, updateTimeMs: u, transactionID: f[8].isEmpty ? nil : f[8],
+            environment: StoreEnvironment(rawValue: e))
     }
 
     public static func encode(_ e: Entitlement) -> String {
-        join([e.productID, e.productKind.rawValue, e.originalTransactionID, e.latestTransactionID, String(e.purchaseTimeMs),
-              String(e.expiresTimeMs), e.active ? "1" : "0", e.orderID ?? "", String(e.revocationTimeMs),
-              String(e.gracePeriodExpiresTimeMs), e.autoRenew ? "1" : "0", String(e.environment?.rawValue ?? 0)])
+        join([
+            e.productID, e.productKind.rawValue, e.originalTransactionID, e.latestTransactionID, String(e.purchaseTimeMs),
+            String(e.expiresTimeMs), e.active ? "1" : "0", e.orderID ?? "", String(e.revocationTimeMs),
+            String(e.gracePeriodExpiresTimeMs), e.autoRenew ? "1" : "0", String(e.environment?.rawValue ?? 0),
+        ])
     }
 
     public static func decodeEntitlement(_ text: String) -> Entitlement? {
         guard let f = split(text), f.count == 12, let kind = ProductKind(rawValue: f[1]), let p = Int64(f[4]), let x = Int64(f[5]),
-              let r = Int64(f[8]), let g = Int64(f[9]), let env = Int(f[11]) else { return nil }
-        return Entitlement(productID: f[0], productKind: kind, originalTransactionID: f[2], latestTransactionID: f[3],
-                           purchaseTimeMs: p, expiresTimeMs: x, active: f[6] == "1", orderID: f[7].isEmpty ? nil : f[7],
-                           revocationTimeMs: r, gracePeriodExpiresTimeMs: g, autoRenew: f[10] == "1",
-                           environment: StoreEnvironment(rawValue: env))
+            let r = Int64(f[8]), let g = Int64(f[9]), let env = Int(f[11])
+        else { return nil }
+        return Entitlement(
+            productID: f[0], productKind: kind, originalTransactionID: f[2], latestTransactionID: f[3],
+            purchaseTimeMs: p, expiresTimeMs: x, active: f[6] == "1", orderID: f[7].isEmpty ? nil : f[7],
+            revocationTimeMs: r, gracePeriodExpiresTimeMs: g, autoRenew: f[10] == "1",
+            environment: StoreEnvironment(rawValue: env))
     }
 }

@@ -56,7 +56,8 @@ public enum BillingError: Error, Sendable, Equatable, CustomStringConvertible {
         case .transactionPredatesOrder(let id): "transaction \(id) was purchased, or had expired, before the order was created"
         case .orderNotPending(_, let state): "the order is \(state) and can no longer be paid"
         case .appStoreAPIUnavailable: "the App Store Server API is unavailable; retry later"
-        case .appStoreAPINotConfigured(let feature): "\(feature) needs the App Store Server API, and this billingd has no App Store Server API client configured"
+        case .appStoreAPINotConfigured(let feature):
+            "\(feature) needs the App Store Server API, and this billingd has no App Store Server API client configured"
         }
     }
 }

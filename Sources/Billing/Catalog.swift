@@ -53,7 +53,8 @@ public struct Catalog: Sendable, Equatable {
         for entry in file.products {
             guard !entry.id.isEmpty, entry.id.utf8.count <= 255 else { throw LoadError(description: "a product id is empty or too long") }
             guard let kind = ProductKind(rawValue: entry.type) else {
-                throw LoadError(description: "product \(entry.id): type '\(entry.type)' is not one of \(ProductKind.allCases.map(\.rawValue).joined(separator: ", "))")
+                throw LoadError(
+                    description: "product \(entry.id): type '\(entry.type)' is not one of \(ProductKind.allCases.map(\.rawValue).joined(separator: ", "))")
             }
             guard seen.insert(entry.id).inserted else { throw LoadError(description: "product \(entry.id) is listed twice") }
             if let days = entry.duration_days, days <= 0 { throw LoadError(description: "product \(entry.id): duration_days must be positive") }

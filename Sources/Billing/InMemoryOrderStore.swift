@@ -92,8 +92,10 @@ public final class InMemoryOrderStore: OrderStore {
     /// Every event so far, oldest first (for tests).
     public var allEvents: [EventRecord] { state.withLock { $0.events } }
 
-    public func create(_ order: NewOrder, abandoned: @escaping @Sendable () -> Bool,
-                       completion: @escaping @Sendable (Result<CreateOutcome, BillingError>) -> Void) {
+    public func create(
+        _ order: NewOrder, abandoned: @escaping @Sendable () -> Bool,
+        completion: @escaping @Sendable (Result<CreateOutcome, BillingError>) -> Void
+    ) {
         let result: Result<CreateOutcome, BillingError> = state.withLock { s in
             if let key = order.idempotencyKey, let existing = s.byKey[order.accountID + "\u{0}" + key], let found = s.orders[existing] {
                 return .success(.existing(found))
@@ -103,8 +105,10 @@ public final class InMemoryOrderStore: OrderStore {
             let ledger = Ledger(s)
             ledger.state.orders[order.id] = stored
             if let key = order.idempotencyKey { ledger.state.byKey[order.accountID + "\u{0}" + key] = order.id }
-            ledger.append(EventRecord(kind: .orderCreated, timeMs: order.createTimeMs, accountID: order.accountID, order: stored,
-                                      cause: .createOrder))
+            ledger.append(
+                EventRecord(
+                    kind: .orderCreated, timeMs: order.createTimeMs, accountID: order.accountID, order: stored,
+                    cause: .createOrder))
             s = ledger.state
             return .success(.created(stored))
         }
@@ -116,9 +120,11 @@ public final class InMemoryOrderStore: OrderStore {
         completion(.success(state.withLock { $0.orders[id] }))
     }
 
-    public func write<T: Sendable>(abandoned: @escaping @Sendable () -> Bool,
-                                   _ body: @escaping @Sendable (any PurchaseLedger) throws(BillingError) -> Result<T, BillingError>,
-                                   completion: @escaping @Sendable (Result<T, BillingError>) -> Void) {
+    public func write<T: Sendable>(
+        abandoned: @escaping @Sendable () -> Bool,
+        _ body: @escaping @Sendable (any PurchaseLedger) throws(BillingError) -> Result<T, BillingError>,
+        completion: @escaping @Sendable (Result<T, BillingError>) -> Void
+    ) {
         let (result, appended): (Result<T, BillingError>, Bool) = state.withLock { s in
             if abandoned() { return (.failure(.abandoned), false) }
             let ledger = Ledger(s)
@@ -135,8 +141,10 @@ public final class InMemoryOrderStore: OrderStore {
         completion(result)
     }
 
-    public func read<T: Sendable>(_ body: @escaping @Sendable (any PurchaseLedger) throws(BillingError) -> T,
-                                  completion: @escaping @Sendable (Result<T, BillingError>) -> Void) {
+    public func read<T: Sendable>(
+        _ body: @escaping @Sendable (any PurchaseLedger) throws(BillingError) -> T,
+        completion: @escaping @Sendable (Result<T, BillingError>) -> Void
+    ) {
         let ledger = Ledger(state.withLock { $0 })
         do throws(BillingError) {
             completion(.success(try body(ledger)))

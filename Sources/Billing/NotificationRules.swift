@@ -20,8 +20,10 @@ public enum NotificationRules {
     }
 
     /// Applies one verified notification exactly once (by UUID) and records it.
-    public static func apply(_ ledger: some PurchaseLedger, _ n: VerifiedNotification, nowMs: Int64,
-                             catalog: Catalog?, policy: PurchaseEngine.Policy = PurchaseEngine.Policy()) throws(BillingError) -> NotificationResult {
+    public static func apply(
+        _ ledger: some PurchaseLedger, _ n: VerifiedNotification, nowMs: Int64,
+        catalog: Catalog?, policy: PurchaseEngine.Policy = PurchaseEngine.Policy()
+    ) throws(BillingError) -> NotificationResult {
         // Notifications of one subscription, through any replica, apply one after the other: without this,
         // two of them read the renewal state or entitlement before either committed, and the later commit
         // overwrote the other's change (auto-renew or an expiry lost under a storm on PostgreSQL).
@@ -30,9 +32,11 @@ public enum NotificationRules {
         }
         if try ledger.notification(uuid: n.uuid) != nil { return .duplicate }
         let result: NotificationResult = n.accepted ? .applied : .ignored
-        try ledger.record(NotificationRecord(uuid: n.uuid, type: n.type, subtype: n.subtype, signedTimeMs: n.signedTimeMs,
-                                             result: result, appliedTimeMs: nowMs, transactionID: n.transaction?.transactionID,
-                                             signedPayload: n.signedPayload))
+        try ledger.record(
+            NotificationRecord(
+                uuid: n.uuid, type: n.type, subtype: n.subtype, signedTimeMs: n.signedTimeMs,
+                result: result, appliedTimeMs: nowMs, transactionID: n.transaction?.transactionID,
+                signedPayload: n.signedPayload))
         guard n.accepted, let kinds = effects(of: n.type) else { return result }
         let context = RuleContext(nowMs: nowMs, cause: .notification(n.type, uuid: n.uuid), catalog: catalog)
         let original = n.transaction?.originalTransactionID ?? n.renewal?.originalTransactionID
@@ -66,12 +70,14 @@ public enum NotificationRules {
         if let t = n.transaction {
             var completed = false
             if purchases.contains(n.type), let order = tokenOrder, order.accountID == owner, order.state == .pending,
-               order.productID == t.productID {
+                order.productID == t.productID
+            {
                 // Paid even if the app never reported it, under SubmitReceipt's rules and unique key; a refund
                 // already known for it then refunds the order at once.
                 let check: (Order, StoreTransaction) -> BillingError? = { order, t in payable(order, t, policy) }
-                let outcome = try PurchaseRules.complete(ledger, orderID: order.id, candidates: [t], check: check,
-                                                         context: context, refreshEntitlement: false)
+                let outcome = try PurchaseRules.complete(
+                    ledger, orderID: order.id, candidates: [t], check: check,
+                    context: context, refreshEntitlement: false)
                 if case .success(let done) = outcome {
                     completed = true
                     subject = done.transaction

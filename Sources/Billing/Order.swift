@@ -37,9 +37,11 @@ public struct Order: Sendable, Equatable {
     public var transactionID: String?
     public var environment: StoreEnvironment?
 
-    public init(id: String, accountID: String, productID: String, quantity: Int, state: OrderState,
-                idempotencyKey: String?, createTimeMs: Int64, updateTimeMs: Int64,
-                transactionID: String? = nil, environment: StoreEnvironment? = nil) {
+    public init(
+        id: String, accountID: String, productID: String, quantity: Int, state: OrderState,
+        idempotencyKey: String?, createTimeMs: Int64, updateTimeMs: Int64,
+        transactionID: String? = nil, environment: StoreEnvironment? = nil
+    ) {
         self.id = id
         self.accountID = accountID
         self.productID = productID

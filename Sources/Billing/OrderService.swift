@@ -46,9 +46,10 @@ public final class OrderService: Sendable {
             throw .productNotFound(productID: request.productID)
         }
         let now = clock.nowMilliseconds()
-        return NewOrder(id: OrderID.make(milliseconds: now), accountID: request.accountID, productID: request.productID, quantity: quantity,
-                        idempotencyKey: request.idempotencyKey.isEmpty ? nil : request.idempotencyKey,
-                        createTimeMs: now)
+        return NewOrder(
+            id: OrderID.make(milliseconds: now), accountID: request.accountID, productID: request.productID, quantity: quantity,
+            idempotencyKey: request.idempotencyKey.isEmpty ? nil : request.idempotencyKey,
+            createTimeMs: now)
     }
 
     /// Text fields: required ones non-empty, all within `max` bytes and free of control characters.
@@ -64,8 +65,10 @@ public final class OrderService: Sendable {
     }
 
     /// Opens an order, or answers the one an idempotency key already made with the same fields.
-    public func createOrder(_ request: CreateRequest, abandoned: @escaping @Sendable () -> Bool = { false },
-                            completion: @escaping @Sendable (Result<Order, BillingError>) -> Void) {
+    public func createOrder(
+        _ request: CreateRequest, abandoned: @escaping @Sendable () -> Bool = { false },
+        completion: @escaping @Sendable (Result<Order, BillingError>) -> Void
+    ) {
         let new: NewOrder
         do {
             new = try validate(request)

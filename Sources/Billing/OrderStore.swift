@@ -18,8 +18,9 @@ public struct NewOrder: Sendable, Equatable {
 
     /// The order as stored right after creation.
     public var pendingOrder: Order {
-        Order(id: id, accountID: accountID, productID: productID, quantity: quantity, state: .pending,
-              idempotencyKey: idempotencyKey, createTimeMs: createTimeMs, updateTimeMs: createTimeMs)
+        Order(
+            id: id, accountID: accountID, productID: productID, quantity: quantity, state: .pending,
+            idempotencyKey: idempotencyKey, createTimeMs: createTimeMs, updateTimeMs: createTimeMs)
     }
 }
 
@@ -28,8 +29,9 @@ public struct NewOrder: Sendable, Equatable {
 public protocol OrderStore: Sendable {
     /// Inserts `order` (with its ORDER_CREATED event), unless the account already used its idempotency
     /// key: then answers that order. `abandoned` is checked just before writing; if it says true nothing is written.
-    func create(_ order: NewOrder, abandoned: @escaping @Sendable () -> Bool,
-                completion: @escaping @Sendable (Result<CreateOutcome, BillingError>) -> Void)
+    func create(
+        _ order: NewOrder, abandoned: @escaping @Sendable () -> Bool,
+        completion: @escaping @Sendable (Result<CreateOutcome, BillingError>) -> Void)
 
     /// Reads one order by its canonical id.
     func order(id: String, completion: @escaping @Sendable (Result<Order?, BillingError>) -> Void)
@@ -37,17 +39,20 @@ public protocol OrderStore: Sendable {
     /// Runs `body` over the rules' ledger in one database transaction (the store's one write primitive).
     /// What the body did commits whether it answers a value or a refusal; a thrown error (the database
     /// failed) rolls it back. `abandoned` is checked before the body runs. Answered once durable.
-    func write<T: Sendable>(abandoned: @escaping @Sendable () -> Bool,
-                            _ body: @escaping @Sendable (any PurchaseLedger) throws(BillingError) -> Result<T, BillingError>,
-                            completion: @escaping @Sendable (Result<T, BillingError>) -> Void)
+    func write<T: Sendable>(
+        abandoned: @escaping @Sendable () -> Bool,
+        _ body: @escaping @Sendable (any PurchaseLedger) throws(BillingError) -> Result<T, BillingError>,
+        completion: @escaping @Sendable (Result<T, BillingError>) -> Void)
 
     /// Runs `body` over committed data, off the caller's thread.
-    func read<T: Sendable>(_ body: @escaping @Sendable (any PurchaseLedger) throws(BillingError) -> T,
-                           completion: @escaping @Sendable (Result<T, BillingError>) -> Void)
+    func read<T: Sendable>(
+        _ body: @escaping @Sendable (any PurchaseLedger) throws(BillingError) -> T,
+        completion: @escaping @Sendable (Result<T, BillingError>) -> Void)
 
     /// Committed events after `cursor`, oldest first (a default reads through `read`).
-    func events(after cursor: UInt64, limit: Int, accountID: String?,
-                completion: @escaping @Sendable (Result<[EventRecord], BillingError>) -> Void)
+    func events(
+        after cursor: UInt64, limit: Int, accountID: String?,
+        completion: @escaping @Sendable (Result<[EventRecord], BillingError>) -> Void)
 
     /// `listener` is called, on a store thread, after each commit that made events visible to readers.
     func setEventListener(_ listener: @escaping @Sendable () -> Void)
@@ -65,54 +70,78 @@ public protocol OrderStore: Sendable {
 extension OrderStore {
     public var queuedJobs: Int { 0 }
     /// Completes an order with the first candidate that can pay it (`PurchaseRules.complete`).
-    public func complete(orderID: String, candidates: [StoreTransaction], check: @escaping @Sendable (Order, StoreTransaction) -> BillingError?,
-                         context: RuleContext, abandoned: @escaping @Sendable () -> Bool = { false },
-                         completion: @escaping @Sendable (Result<CompletedPurchase, BillingError>) -> Void) {
-        write(abandoned: abandoned, { ledger throws(BillingError) in
-            try PurchaseRules.complete(ledger, orderID: orderID, candidates: candidates, check: check, context: context)
-        }, completion: completion)
+    public func complete(
+        orderID: String, candidates: [StoreTransaction], check: @escaping @Sendable (Order, StoreTransaction) -> BillingError?,
+        context: RuleContext, abandoned: @escaping @Sendable () -> Bool = { false },
+        completion: @escaping @Sendable (Result<CompletedPurchase, BillingError>) -> Void
+    ) {
+        write(
+            abandoned: abandoned,
+            { ledger throws(BillingError) in
+                try PurchaseRules.complete(ledger, orderID: orderID, candidates: candidates, check: check, context: context)
+            }, completion: completion)
     }
 
     /// Records restored transactions (`PurchaseRules.restore`) and answers the account's entitlements.
-    public func restore(accountID: String, transactions: [StoreTransaction], byID: [StoreTransaction] = [], policy: RestorePolicy,
-                        context: RuleContext, completion: @escaping @Sendable (Result<[Entitlement], BillingError>) -> Void) {
-        write(abandoned: { false }, { ledger throws(BillingError) in
-            .success(try PurchaseRules.restore(ledger, accountID: accountID, transactions: transactions, byID: byID, policy: policy,
-                                               context: context))
-        }, completion: completion)
+    public func restore(
+        accountID: String, transactions: [StoreTransaction], byID: [StoreTransaction] = [], policy: RestorePolicy,
+        context: RuleContext, completion: @escaping @Sendable (Result<[Entitlement], BillingError>) -> Void
+    ) {
+        write(
+            abandoned: { false },
+            { ledger throws(BillingError) in
+                .success(
+                    try PurchaseRules.restore(
+                        ledger, accountID: accountID, transactions: transactions, byID: byID, policy: policy,
+                        context: context))
+            }, completion: completion)
     }
 
     /// Moves PENDING orders created before `cutoffMs` to EXPIRED (at most `limit`); answers how many moved.
-    public func expire(createdBeforeMs cutoffMs: Int64, nowMs: Int64, limit: Int,
-                       completion: @escaping @Sendable (Result<Int, BillingError>) -> Void) {
-        write(abandoned: { false }, { ledger throws(BillingError) in
-            .success(try PurchaseRules.expire(ledger, createdBeforeMs: cutoffMs, limit: limit,
-                                              context: RuleContext(nowMs: nowMs, cause: .orderExpiry, catalog: nil)))
-        }, completion: completion)
+    public func expire(
+        createdBeforeMs cutoffMs: Int64, nowMs: Int64, limit: Int,
+        completion: @escaping @Sendable (Result<Int, BillingError>) -> Void
+    ) {
+        write(
+            abandoned: { false },
+            { ledger throws(BillingError) in
+                .success(
+                    try PurchaseRules.expire(
+                        ledger, createdBeforeMs: cutoffMs, limit: limit,
+                        context: RuleContext(nowMs: nowMs, cause: .orderExpiry, catalog: nil)))
+            }, completion: completion)
     }
 
     /// Applies one verified App Store notification, exactly once by its UUID.
-    public func apply(_ notification: VerifiedNotification, nowMs: Int64, catalog: Catalog?,
-                      policy: PurchaseEngine.Policy = PurchaseEngine.Policy(),
-                      completion: @escaping @Sendable (Result<NotificationResult, BillingError>) -> Void) {
-        write(abandoned: { false }, { ledger throws(BillingError) in
-            .success(try NotificationRules.apply(ledger, notification, nowMs: nowMs, catalog: catalog, policy: policy))
-        }, completion: completion)
+    public func apply(
+        _ notification: VerifiedNotification, nowMs: Int64, catalog: Catalog?,
+        policy: PurchaseEngine.Policy = PurchaseEngine.Policy(),
+        completion: @escaping @Sendable (Result<NotificationResult, BillingError>) -> Void
+    ) {
+        write(
+            abandoned: { false },
+            { ledger throws(BillingError) in
+                .success(try NotificationRules.apply(ledger, notification, nowMs: nowMs, catalog: catalog, policy: policy))
+            }, completion: completion)
     }
 
     /// The account's entitlements from the entitlement table, as of `nowMs`.
     public func entitlements(accountID: String, nowMs: Int64, completion: @escaping @Sendable (Result<[Entitlement], BillingError>) -> Void) {
-        read({ ledger throws(BillingError) in
-            try ledger.entitlements(accountID: accountID).map { $0.entitlement(nowMs: nowMs) }
-                .sorted { ($0.productID, $0.originalTransactionID) < ($1.productID, $1.originalTransactionID) }
-        }, completion: completion)
+        read(
+            { ledger throws(BillingError) in
+                try ledger.entitlements(accountID: accountID).map { $0.entitlement(nowMs: nowMs) }
+                    .sorted { ($0.productID, $0.originalTransactionID) < ($1.productID, $1.originalTransactionID) }
+            }, completion: completion)
     }
 
     /// Committed events after `cursor`, oldest first.
-    public func events(after cursor: UInt64, limit: Int, accountID: String?,
-                       completion: @escaping @Sendable (Result<[EventRecord], BillingError>) -> Void) {
-        read({ ledger throws(BillingError) in
-            try ledger.events(after: cursor, limit: limit, accountID: accountID)
-        }, completion: completion)
+    public func events(
+        after cursor: UInt64, limit: Int, accountID: String?,
+        completion: @escaping @Sendable (Result<[EventRecord], BillingError>) -> Void
+    ) {
+        read(
+            { ledger throws(BillingError) in
+                try ledger.events(after: cursor, limit: limit, accountID: accountID)
+            }, completion: completion)
     }
 }

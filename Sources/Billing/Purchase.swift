@@ -21,10 +21,12 @@ public struct StoreTransaction: Sendable, Equatable {
     /// Apple's revocationReason (0 other, 1 an issue in the app), when revoked.
     public var revocationReason: Int?
 
-    public init(transactionID: String, originalTransactionID: String, productID: String, productKind: ProductKind?,
-                purchaseTimeMs: Int64, expiresTimeMs: Int64 = 0, revocationTimeMs: Int64 = 0, quantity: Int = 1,
-                environment: StoreEnvironment, appAccountToken: String? = nil, bundleID: String,
-                signedTimeMs: Int64 = 0, revocationReason: Int? = nil) {
+    public init(
+        transactionID: String, originalTransactionID: String, productID: String, productKind: ProductKind?,
+        purchaseTimeMs: Int64, expiresTimeMs: Int64 = 0, revocationTimeMs: Int64 = 0, quantity: Int = 1,
+        environment: StoreEnvironment, appAccountToken: String? = nil, bundleID: String,
+        signedTimeMs: Int64 = 0, revocationReason: Int? = nil
+    ) {
         self.signedTimeMs = signedTimeMs
         self.revocationReason = revocationReason
         self.transactionID = transactionID

@@ -32,8 +32,10 @@ public final class PurchaseEngine: Sendable {
     public let policy: Policy
     private let clock: any WallClock
 
-    public init(orders: OrderService, verifier: any ProofVerifier, restorePolicy: RestorePolicy = .transfer,
-                policy: Policy = Policy(), clock: any WallClock = SystemClock()) {
+    public init(
+        orders: OrderService, verifier: any ProofVerifier, restorePolicy: RestorePolicy = .transfer,
+        policy: Policy = Policy(), clock: any WallClock = SystemClock()
+    ) {
         self.orders = orders
         self.verifier = verifier
         self.restorePolicy = restorePolicy
@@ -44,8 +46,10 @@ public final class PurchaseEngine: Sendable {
     private var catalog: Catalog? { orders.catalog }
 
     /// What the entitlement table says the account owns now; inactive ones only when asked.
-    public func entitlements(accountID: String, includeInactive: Bool,
-                             completion: @escaping @Sendable (Result<[Entitlement], BillingError>) -> Void) {
+    public func entitlements(
+        accountID: String, includeInactive: Bool,
+        completion: @escaping @Sendable (Result<[Entitlement], BillingError>) -> Void
+    ) {
         do throws(BillingError) {
             try OrderService.checkText(accountID, field: "account_id", max: OrderService.Limits.accountID, required: true)
         } catch {
@@ -64,9 +68,11 @@ public final class PurchaseEngine: Sendable {
     }
 
     /// Verifies `proof` and completes `orderID` with it.
-    public func submitReceipt(orderID rawOrderID: String, proof: Proof?, transactionID: String,
-                              abandoned: @escaping @Sendable () -> Bool = { false },
-                              completion: @escaping @Sendable (Result<CompletedPurchase, BillingError>) -> Void) {
+    public func submitReceipt(
+        orderID rawOrderID: String, proof: Proof?, transactionID: String,
+        abandoned: @escaping @Sendable () -> Bool = { false },
+        completion: @escaping @Sendable (Result<CompletedPurchase, BillingError>) -> Void
+    ) {
         guard !rawOrderID.isEmpty else { return completion(.failure(.invalidField(field: "order_id", problem: "is required"))) }
         guard let orderID = OrderID.canonical(rawOrderID) else {
             return completion(.failure(.invalidField(field: "order_id", problem: "is not a UUID")))
@@ -115,9 +121,10 @@ public final class PurchaseEngine: Sendable {
         } else {
             check = { order, t in Self.check(order, t, policy: policy, signed: signed) }
         }
-        orders.store.complete(orderID: orderID, candidates: candidates, check: check,
-                              context: RuleContext(nowMs: clock.nowMilliseconds(), cause: .submitReceipt, catalog: catalog),
-                              abandoned: abandoned, completion: completion)
+        orders.store.complete(
+            orderID: orderID, candidates: candidates, check: check,
+            context: RuleContext(nowMs: clock.nowMilliseconds(), cause: .submitReceipt, catalog: catalog),
+            abandoned: abandoned, completion: completion)
     }
 
     /// Whether `t` may pay `order`: same product and quantity, the order's account token (required of a
@@ -155,8 +162,10 @@ public final class PurchaseEngine: Sendable {
     /// `fetched`: signed transactions billingd fetched itself (App Store Server API history by transaction id),
     /// verified like the others but not counted against the caller's limit; they only update what the account
     /// owns or attach what names its orders (PurchaseRules.mayAttachByID).
-    public func restorePurchases(accountID: String, appReceipt: String, signedTransactions: [String], fetched: [String] = [],
-                                 completion: @escaping @Sendable (Result<[Entitlement], BillingError>) -> Void) {
+    public func restorePurchases(
+        accountID: String, appReceipt: String, signedTransactions: [String], fetched: [String] = [],
+        completion: @escaping @Sendable (Result<[Entitlement], BillingError>) -> Void
+    ) {
         do throws(BillingError) {
             try OrderService.checkText(accountID, field: "account_id", max: OrderService.Limits.accountID, required: true)
         } catch {
@@ -193,8 +202,9 @@ public final class PurchaseEngine: Sendable {
         }
         // A transaction id is no proof of possession (ids are sequential; anyone can type one): what was fetched
         // by id follows PurchaseRules.mayAttachByID, the caller's own proofs --restore-policy.
-        orders.store.restore(accountID: accountID, transactions: proven, byID: byID, policy: restorePolicy,
-                             context: RuleContext(nowMs: clock.nowMilliseconds(), cause: .restorePurchases, catalog: catalog),
-                             completion: completion)
+        orders.store.restore(
+            accountID: accountID, transactions: proven, byID: byID, policy: restorePolicy,
+            context: RuleContext(nowMs: clock.nowMilliseconds(), cause: .restorePurchases, catalog: catalog),
+            completion: completion)
     }
 }

@@ -72,9 +72,11 @@ public enum PurchaseRules {
     /// - A candidate already recorded for this order answers `alreadyProcessed` (or TRANSACTION_REVOKED).
     /// - A candidate owned by another order or account cannot pay it; one nobody owns yet can.
     /// - `check` refuses a candidate for this order (product, account token, revocation).
-    public static func complete(_ ledger: some PurchaseLedger, orderID: String, candidates: [StoreTransaction],
-                                check: (Order, StoreTransaction) -> BillingError?, context: RuleContext,
-                                refreshEntitlement: Bool = true) throws(BillingError) -> Result<CompletedPurchase, BillingError> {
+    public static func complete(
+        _ ledger: some PurchaseLedger, orderID: String, candidates: [StoreTransaction],
+        check: (Order, StoreTransaction) -> BillingError?, context: RuleContext,
+        refreshEntitlement: Bool = true
+    ) throws(BillingError) -> Result<CompletedPurchase, BillingError> {
         // Subscription locks first, in one order (PostgreSQL), as notifications take them: no lock-order deadlock.
         for original in Set(candidates.map(\.originalTransactionID)).sorted() {
             try ledger.lockSubscription(originalTransactionID: original)
@@ -126,8 +128,10 @@ public enum PurchaseRules {
             completed.environment = current.environment
             completed.updateTimeMs = context.nowMs
             try ledger.complete(completed)
-            try ledger.append(EventRecord(kind: .orderCompleted, timeMs: context.nowMs, accountID: order.accountID, order: completed,
-                                          cause: context.cause, transactionID: current.transactionID))
+            try ledger.append(
+                EventRecord(
+                    kind: .orderCompleted, timeMs: context.nowMs, accountID: order.accountID, order: completed,
+                    cause: context.cause, transactionID: current.transactionID))
             if refreshEntitlement {
                 try refresh(ledger, accountID: order.accountID, for: current, context: context)
             }
@@ -152,8 +156,10 @@ public enum PurchaseRules {
     /// less than a signed transaction from the device (ids are sequential), so those restore as proofs do
     /// except that nothing another account owns, and nothing whose appAccountToken names another account's
     /// order, is touched (PurchaseRules.mayAttachByID).
-    public static func restore(_ ledger: some PurchaseLedger, accountID: String, transactions: [StoreTransaction],
-                               byID: [StoreTransaction] = [], policy: RestorePolicy, context: RuleContext) throws(BillingError) -> [Entitlement] {
+    public static func restore(
+        _ ledger: some PurchaseLedger, accountID: String, transactions: [StoreTransaction],
+        byID: [StoreTransaction] = [], policy: RestorePolicy, context: RuleContext
+    ) throws(BillingError) -> [Entitlement] {
         for original in Set((transactions + byID).map(\.originalTransactionID)).sorted() {
             try ledger.lockSubscription(originalTransactionID: original)
         }
@@ -166,8 +172,9 @@ public enum PurchaseRules {
             if !isProof, try !mayAttachByID(ledger, t, accountID: accountID) { continue }
             let (owned, from) = try record(ledger, t, owner: accountID, transfer: isProof && policy == .transfer, context: context)
             guard owned.accountID == accountID else { continue }
-            let key = EntitlementRecord.key(kind: kind(of: t, catalog: context.catalog), productID: t.productID,
-                                            originalTransactionID: t.originalTransactionID)
+            let key = EntitlementRecord.key(
+                kind: kind(of: t, catalog: context.catalog), productID: t.productID,
+                originalTransactionID: t.originalTransactionID)
             if let seen = touched[key] {
                 touched[key] = (owned.transaction, seen.transferred || from != nil)
             } else {
@@ -210,8 +217,9 @@ public enum PurchaseRules {
                 for o in try ledger.transactions(accountID: account) {
                     let k = kind(of: o.transaction, catalog: context.catalog)
                     guard k != .consumable else { continue }
-                    let key = EntitlementRecord.key(kind: k, productID: o.transaction.productID,
-                                                    originalTransactionID: o.transaction.originalTransactionID)
+                    let key = EntitlementRecord.key(
+                        kind: k, productID: o.transaction.productID,
+                        originalTransactionID: o.transaction.originalTransactionID)
                     if done.insert(key).inserted {
                         try refresh(ledger, accountID: account, for: o.transaction, context: context, forced: [])
                     }
@@ -223,13 +231,17 @@ public enum PurchaseRules {
     }
 
     /// PENDING -> EXPIRED for orders created before the cutoff (at most `limit`), each with its event.
-    public static func expire(_ ledger: some PurchaseLedger, createdBeforeMs: Int64, limit: Int,
-                              context: RuleContext) throws(BillingError) -> Int {
+    public static func expire(
+        _ ledger: some PurchaseLedger, createdBeforeMs: Int64, limit: Int,
+        context: RuleContext
+    ) throws(BillingError) -> Int {
         var moved = 0
         for id in try ledger.pendingOrders(createdBeforeMs: createdBeforeMs, limit: limit) {
             guard let order = try ledger.move(orderID: id, from: .pending, to: .expired, nowMs: context.nowMs) else { continue }
-            try ledger.append(EventRecord(kind: .orderExpired, timeMs: context.nowMs, accountID: order.accountID, order: order,
-                                          cause: context.cause))
+            try ledger.append(
+                EventRecord(
+                    kind: .orderExpired, timeMs: context.nowMs, accountID: order.accountID, order: order,
+                    cause: context.cause))
             moved += 1
         }
         return moved
@@ -237,8 +249,10 @@ public enum PurchaseRules {
 
     /// Stores a newer signed view of a known transaction (newest signedDate wins; on equal dates what is
     /// stored stays). A revocation refunds the order it paid; a reversal completes it again.
-    static func merge(_ ledger: some PurchaseLedger, _ t: StoreTransaction, into owned: OwnedTransaction,
-                      context: RuleContext) throws(BillingError) -> OwnedTransaction {
+    static func merge(
+        _ ledger: some PurchaseLedger, _ t: StoreTransaction, into owned: OwnedTransaction,
+        context: RuleContext
+    ) throws(BillingError) -> OwnedTransaction {
         guard t.signedTimeMs > owned.transaction.signedTimeMs else { return owned }
         var next = owned.transaction
         next.expiresTimeMs = t.expiresTimeMs
@@ -255,20 +269,26 @@ public enum PurchaseRules {
     }
 
     /// The order a transaction paid follows its revocation: COMPLETED -> REFUNDED, or back on a reversal.
-    static func settle(_ ledger: some PurchaseLedger, orderID: String, revoked: Bool, transactionID: String,
-                       context: RuleContext) throws(BillingError) {
+    static func settle(
+        _ ledger: some PurchaseLedger, orderID: String, revoked: Bool, transactionID: String,
+        context: RuleContext
+    ) throws(BillingError) {
         let (from, to, kind): (OrderState, OrderState, EventKind) =
             revoked ? (.completed, .refunded, .orderRefunded) : (.refunded, .completed, .orderCompleted)
         guard let order = try ledger.move(orderID: orderID, from: from, to: to, nowMs: context.nowMs) else { return }
-        try ledger.append(EventRecord(kind: kind, timeMs: context.nowMs, accountID: order.accountID, order: order,
-                                      cause: context.cause, transactionID: transactionID))
+        try ledger.append(
+            EventRecord(
+                kind: kind, timeMs: context.nowMs, accountID: order.accountID, order: order,
+                cause: context.cause, transactionID: transactionID))
     }
 
     /// Records a verified transaction: new ones are inserted (owned by `owner`, possibly nobody), known ones
     /// merged. A known one nobody owns attaches to `owner`; one owned elsewhere moves only when `transfer`.
     /// Answers the stored transaction and, when it moved, the account it left.
-    static func record(_ ledger: some PurchaseLedger, _ t: StoreTransaction, owner: String, transfer: Bool,
-                       context: RuleContext) throws(BillingError) -> (OwnedTransaction, movedFrom: String?) {
+    static func record(
+        _ ledger: some PurchaseLedger, _ t: StoreTransaction, owner: String, transfer: Bool,
+        context: RuleContext
+    ) throws(BillingError) -> (OwnedTransaction, movedFrom: String?) {
         guard let known = try ledger.owned(transactionID: t.transactionID) else {
             let owned = OwnedTransaction(transaction: t, accountID: owner, orderID: nil)
             try ledger.insert(owned)
@@ -317,8 +337,10 @@ public enum PurchaseRules {
     /// Recomputes one entitlement of an account from its transactions and renewal state, stores it if it
     /// changed, and writes events: `forced` ones (a notification's own effects), else one per change seen.
     @discardableResult
-    static func refresh(_ ledger: some PurchaseLedger, accountID: String, for t: StoreTransaction, context: RuleContext,
-                        transferred: Bool = false, forced: [EventKind]? = nil) throws(BillingError) -> EntitlementRecord? {
+    static func refresh(
+        _ ledger: some PurchaseLedger, accountID: String, for t: StoreTransaction, context: RuleContext,
+        transferred: Bool = false, forced: [EventKind]? = nil
+    ) throws(BillingError) -> EntitlementRecord? {
         guard !accountID.isEmpty else { return nil }
         let kind = kind(of: t, catalog: context.catalog)
         guard kind != .consumable else { return nil }
@@ -326,7 +348,8 @@ public enum PurchaseRules {
         // entitlement one after the other, each from what the one before committed.
         try ledger.lockSubscription(originalTransactionID: kind == .nonConsumable ? accountID + "\u{0}" + t.productID : t.originalTransactionID)
         let key = EntitlementRecord.key(kind: kind, productID: t.productID, originalTransactionID: t.originalTransactionID)
-        let all: [OwnedTransaction] = kind == .nonConsumable
+        let all: [OwnedTransaction] =
+            kind == .nonConsumable
             ? try ledger.transactions(accountID: accountID).filter {
                 $0.transaction.productID == t.productID && Self.kind(of: $0.transaction, catalog: context.catalog) == .nonConsumable
             }
@@ -338,8 +361,10 @@ public enum PurchaseRules {
                 try ledger.deleteEntitlement(accountID: accountID, key: key)
                 var snapshot = gone.entitlement(nowMs: context.nowMs)
                 snapshot.active = false
-                try ledger.append(EventRecord(kind: .entitlementTransferred, timeMs: context.nowMs, accountID: accountID,
-                                              entitlement: snapshot, cause: context.cause, transactionID: t.transactionID))
+                try ledger.append(
+                    EventRecord(
+                        kind: .entitlementTransferred, timeMs: context.nowMs, accountID: accountID,
+                        entitlement: snapshot, cause: context.cause, transactionID: t.transactionID))
             }
             return nil
         }
@@ -363,8 +388,10 @@ public enum PurchaseRules {
         for k in kinds {
             var order: Order?
             if k == .entitlementGranted, let id = record.orderID { order = try ledger.order(id: id) }
-            try ledger.append(EventRecord(kind: k, timeMs: context.nowMs, accountID: accountID, order: order, entitlement: snapshot,
-                                          cause: context.cause, transactionID: t.transactionID))
+            try ledger.append(
+                EventRecord(
+                    kind: k, timeMs: context.nowMs, accountID: accountID, order: order, entitlement: snapshot,
+                    cause: context.cause, transactionID: t.transactionID))
         }
         return record
     }

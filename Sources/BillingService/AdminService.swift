@@ -23,8 +23,10 @@ public final class AdminService: Sendable {
     /// Runs a reconciliation (waiting for one already running); nil when reconciliation is not possible.
     private let runReconcile: @Sendable (Int64?) -> Result<Reconciler.Report, BillingError>?
 
-    public init(link: AppStoreLink?, store: any OrderStore, verifier: (any ProofVerifier)?, processor: NotificationProcessor?,
-                catalog: Catalog?, reconcile: @escaping @Sendable (Int64?) -> Result<Reconciler.Report, BillingError>?) {
+    public init(
+        link: AppStoreLink?, store: any OrderStore, verifier: (any ProofVerifier)?, processor: NotificationProcessor?,
+        catalog: Catalog?, reconcile: @escaping @Sendable (Int64?) -> Result<Reconciler.Report, BillingError>?
+    ) {
         self.link = link
         self.store = store
         self.verifier = verifier
@@ -87,10 +89,11 @@ public final class AdminService: Sendable {
 
     /// An order id from a receipt email: letters and digits, at most 64.
     static func isCustomerOrderID(_ s: String) -> Bool {
-        !s.isEmpty && s.utf8.count <= 64 && s.utf8.allSatisfy {
-            ($0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9")) || ($0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z"))
-                || ($0 >= UInt8(ascii: "a") && $0 <= UInt8(ascii: "z"))
-        }
+        !s.isEmpty && s.utf8.count <= 64
+            && s.utf8.allSatisfy {
+                ($0 >= UInt8(ascii: "0") && $0 <= UInt8(ascii: "9")) || ($0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z"))
+                    || ($0 >= UInt8(ascii: "a") && $0 <= UInt8(ascii: "z"))
+            }
     }
 
     func lookUp(_ request: LookUpOrderRequest) throws(BillingError) -> LookUpOrderResponse {

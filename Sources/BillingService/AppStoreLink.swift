@@ -53,7 +53,8 @@ public final class AppStoreLink: Sendable {
     /// everything used is verified later).
     static func transactionID(unverified jws: String) -> String? {
         guard let parsed = try? JWS.parse(jws), case .object(let o)? = try? JSONReader.parse(parsed.payload),
-              case .string(let id)? = o["transactionId"] else { return nil }
+            case .string(let id)? = o["transactionId"]
+        else { return nil }
         return id
     }
 
@@ -80,7 +81,8 @@ public final class AppStoreLink: Sendable {
             // 4000006 invalid transaction id, and the like: the caller's input.
             return .invalidField(field: "transaction_ids", problem: "holds an id the App Store refuses (\(code))")
         case .tooLarge(let detail):
-            return .invalidField(field: "transaction_ids", problem: "name a history too long to restore by id (\(detail)); restore with signed transactions or the app receipt")
+            return .invalidField(
+                field: "transaction_ids", problem: "name a history too long to restore by id (\(detail)); restore with signed transactions or the app receipt")
         case .rejected, .malformedAnswer:
             warn(error.description)
             return .appStoreAPIUnavailable(detail: error.description)

@@ -34,7 +34,8 @@ public final class AppStoreProofVerifier: ProofVerifier {
     /// A verified transaction payload as the rules see it; nil when it lacks what identifies a purchase.
     static func transaction(_ p: TransactionPayload) -> StoreTransaction? {
         guard let id = p.transactionID, !id.isEmpty, let product = p.productID, !product.isEmpty,
-              let purchase = p.purchaseDate else { return nil }
+            let purchase = p.purchaseDate
+        else { return nil }
         return StoreTransaction(
             transactionID: id, originalTransactionID: p.originalTransactionID ?? id, productID: product,
             productKind: p.type.flatMap(Self.kind), purchaseTimeMs: purchase, expiresTimeMs: p.expiresDate ?? 0,
@@ -52,19 +53,21 @@ public final class AppStoreProofVerifier: ProofVerifier {
             return .failure(Self.map(f))
         case .success(let r):
             observe("receipt", "ok")
-            let environment: StoreEnvironment = switch r.environment {
-            case .sandbox: .sandbox
-            case .xcode, .localTesting: .xcode
-            default: .production
-            }
-            return .success(r.inApp.compactMap { p in
-                guard let id = p.transactionID, !id.isEmpty, let product = p.productID, !product.isEmpty else { return nil }
-                return StoreTransaction(
-                    transactionID: id, originalTransactionID: p.originalTransactionID ?? id, productID: product, productKind: nil,
-                    purchaseTimeMs: p.purchaseDate ?? 0, expiresTimeMs: p.expiresDate ?? 0, revocationTimeMs: p.cancellationDate ?? 0,
-                    quantity: max(1, p.quantity ?? 1), environment: environment, appAccountToken: nil, bundleID: r.bundleID ?? "",
-                    signedTimeMs: r.creationDate ?? 0)
-            })
+            let environment: StoreEnvironment =
+                switch r.environment {
+                case .sandbox: .sandbox
+                case .xcode, .localTesting: .xcode
+                default: .production
+                }
+            return .success(
+                r.inApp.compactMap { p in
+                    guard let id = p.transactionID, !id.isEmpty, let product = p.productID, !product.isEmpty else { return nil }
+                    return StoreTransaction(
+                        transactionID: id, originalTransactionID: p.originalTransactionID ?? id, productID: product, productKind: nil,
+                        purchaseTimeMs: p.purchaseDate ?? 0, expiresTimeMs: p.expiresDate ?? 0, revocationTimeMs: p.cancellationDate ?? 0,
+                        quantity: max(1, p.quantity ?? 1), environment: environment, appAccountToken: nil, bundleID: r.bundleID ?? "",
+                        signedTimeMs: r.creationDate ?? 0)
+                })
         }
     }
 

@@ -26,8 +26,10 @@ public final class BillingService: Sendable {
     /// Called when a handler meets an unexpected error, with the request id the caller sees.
     private let onInternalError: @Sendable (String, String) -> Void
 
-    public init(orders: OrderService, purchases: PurchaseEngine? = nil, appStore: AppStoreLink? = nil,
-                onInternalError: @escaping @Sendable (_ requestID: String, _ detail: String) -> Void = { _, _ in }) {
+    public init(
+        orders: OrderService, purchases: PurchaseEngine? = nil, appStore: AppStoreLink? = nil,
+        onInternalError: @escaping @Sendable (_ requestID: String, _ detail: String) -> Void = { _, _ in }
+    ) {
         self.orders = orders
         self.purchases = purchases
         self.appStore = appStore
@@ -55,16 +57,22 @@ public final class BillingService: Sendable {
             // A signed transaction whose certificate chain is already verified costs one ES256 check: on the
             // loop. A chain to verify, or an app receipt, goes to the verification pool.
             let verifier = purchases.verifier
-            router.register(Self.submitReceipt, SubmitReceiptRequest.self, on: { request in
-                if case .signedTransaction(let jws) = request.proof, verifier.hasVerifiedChain(signedTransaction: jws) { return .loop }
-                return .pool(Workers.verification)
-            }) { [self] context, request, responder in
+            router.register(
+                Self.submitReceipt, SubmitReceiptRequest.self,
+                on: { request in
+                    if case .signedTransaction(let jws) = request.proof, verifier.hasVerifiedChain(signedTransaction: jws) { return .loop }
+                    return .pool(Workers.verification)
+                }
+            ) { [self] context, request, responder in
                 submitReceipt(purchases, context, request, responder)
             }
             // Restores verify every proof they carry; by transaction id they wait on Apple.
-            router.register(Self.restorePurchases, RestorePurchasesRequest.self, on: { request in
-                .pool(request.transactionIDs.isEmpty ? Workers.verification : Workers.appStore)
-            }) { [self] context, request, responder in
+            router.register(
+                Self.restorePurchases, RestorePurchasesRequest.self,
+                on: { request in
+                    .pool(request.transactionIDs.isEmpty ? Workers.verification : Workers.appStore)
+                }
+            ) { [self] context, request, responder in
                 restorePurchases(purchases, context, request, responder)
             }
         }
@@ -88,8 +96,9 @@ public final class BillingService: Sendable {
         if !request.accountID.isEmpty && request.accountID.utf8.count <= OrderService.Limits.accountID {
             context.note("account_id", request.accountID)
         }
-        let domain = OrderService.CreateRequest(accountID: request.accountID, productID: request.productID,
-                                                idempotencyKey: request.idempotencyKey, quantity: Int(request.quantity))
+        let domain = OrderService.CreateRequest(
+            accountID: request.accountID, productID: request.productID,
+            idempotencyKey: request.idempotencyKey, quantity: Int(request.quantity))
         orders.createOrder(domain, abandoned: { context.isExpired }) { [self] result in
             switch result {
             case .success(let order):
@@ -111,15 +120,18 @@ public final class BillingService: Sendable {
     }
 
     func submitReceipt(_ engine: PurchaseEngine, _ context: CallContext, _ request: SubmitReceiptRequest, _ responder: Responder) {
-        let proof: PurchaseEngine.Proof? = switch request.proof {
-        case .signedTransaction(let s): .signedTransaction(s)
-        case .appReceipt(let s): .appReceipt(s)
-        case nil: nil
-        }
+        let proof: PurchaseEngine.Proof? =
+            switch request.proof {
+            case .signedTransaction(let s): .signedTransaction(s)
+            case .appReceipt(let s): .appReceipt(s)
+            case nil: nil
+            }
         if let id = OrderID.canonical(request.orderID) { context.note("order_id", id) }
         let catalog = orders.catalog
-        engine.submitReceipt(orderID: request.orderID, proof: proof, transactionID: request.transactionID,
-                             abandoned: { context.isExpired }) { [self] result in
+        engine.submitReceipt(
+            orderID: request.orderID, proof: proof, transactionID: request.transactionID,
+            abandoned: { context.isExpired }
+        ) { [self] result in
             switch result {
             case .success(let done):
                 var response = SubmitReceiptResponse()
@@ -162,8 +174,10 @@ public final class BillingService: Sendable {
             case .failure(let e): return answer(e, context, responder)
             }
         }
-        engine.restorePurchases(accountID: request.accountID, appReceipt: request.appReceipt,
-                                signedTransactions: request.signedTransactions, fetched: fetched) { [self] result in
+        engine.restorePurchases(
+            accountID: request.accountID, appReceipt: request.appReceipt,
+            signedTransactions: request.signedTransactions, fetched: fetched
+        ) { [self] result in
             switch result {
             case .success(let entitlements):
                 var response = RestorePurchasesResponse()

@@ -24,8 +24,10 @@ public final class ConsumptionResponder: Sendable {
     /// Called once per request with its result (`sent`, `no_record`, `failed`) and a detail for the log.
     private let report: @Sendable (_ transactionID: String, _ result: String, _ detail: String) -> Void
 
-    public init(client: AppStoreAPIClient, store: any OrderStore,
-                report: @escaping @Sendable (String, String, String) -> Void = { _, _, _ in }) {
+    public init(
+        client: AppStoreAPIClient, store: any OrderStore,
+        report: @escaping @Sendable (String, String, String) -> Void = { _, _, _ in }
+    ) {
         self.client = client
         self.store = store
         self.report = report
@@ -41,7 +43,8 @@ public final class ConsumptionResponder: Sendable {
             let status = Mutex<Result<DeliveryKnowledge, BillingError>>(.success(.unknown))
             store.read({ ledger throws(BillingError) -> DeliveryKnowledge in
                 guard let owned = try ledger.owned(transactionID: transactionID), let orderID = owned.orderID,
-                      let order = try ledger.order(id: orderID) else { return .unknown }
+                    let order = try ledger.order(id: orderID)
+                else { return .unknown }
                 return order.state == .completed ? .delivered(orderID) : .other(order.state)
             }) { result in
                 status.withLock { $0 = result }

@@ -28,11 +28,13 @@ extension BillingError {
         case .environmentNotAllowed:
             RPCError(code: .failedPrecondition, message: description, reason: "ENVIRONMENT_NOT_ALLOWED")
         case .productMismatch(let order, let proof):
-            RPCError(code: .failedPrecondition, message: description, reason: "PRODUCT_MISMATCH",
-                     metadata: ["order_product_id": order, "product_id": proof])
+            RPCError(
+                code: .failedPrecondition, message: description, reason: "PRODUCT_MISMATCH",
+                metadata: ["order_product_id": order, "product_id": proof])
         case .quantityMismatch(let order, let proof):
-            RPCError(code: .failedPrecondition, message: description, reason: "PRODUCT_MISMATCH",
-                     metadata: ["field": "quantity", "order_quantity": String(order), "quantity": String(proof)])
+            RPCError(
+                code: .failedPrecondition, message: description, reason: "PRODUCT_MISMATCH",
+                metadata: ["field": "quantity", "order_quantity": String(order), "quantity": String(proof)])
         case .accountTokenMismatch(let orderID):
             RPCError(code: .permissionDenied, message: description, reason: "ACCOUNT_TOKEN_MISMATCH", metadata: ["order_id": orderID])
         case .transactionNotFound:

@@ -81,11 +81,12 @@ public final class EventFeed: Sendable {
             }
             let from = w.position.load(ordering: .relaxed)
             let read: Result<(UInt64, [EventRecord]), BillingError> = wait { done in
-                store.read({ ledger throws(BillingError) in
-                    // The newest cursor first: every matching event up to it is in the page that follows.
-                    let newest = try ledger.lastCursor()
-                    return (newest, try ledger.events(after: from, limit: Self.pageSize, accountID: w.accountID))
-                }, completion: done)
+                store.read(
+                    { ledger throws(BillingError) in
+                        // The newest cursor first: every matching event up to it is in the page that follows.
+                        let newest = try ledger.lastCursor()
+                        return (newest, try ledger.events(after: from, limit: Self.pageSize, accountID: w.accountID))
+                    }, completion: done)
             }
             guard case .success(let (newest, page)) = read else {
                 if case .failure(let e) = read { w.writer.finish(e.rpcError) }
@@ -130,9 +131,10 @@ public final class EventFeed: Sendable {
     }
 
     static func tooSlow(_ w: Watcher) -> RPCError {
-        RPCError(code: .resourceExhausted,
-                 message: "the watcher reads too slowly; resume with after_cursor \(w.position.load(ordering: .relaxed))",
-                 reason: "OVERLOADED", metadata: ["after_cursor": String(w.position.load(ordering: .relaxed))])
+        RPCError(
+            code: .resourceExhausted,
+            message: "the watcher reads too slowly; resume with after_cursor \(w.position.load(ordering: .relaxed))",
+            reason: "OVERLOADED", metadata: ["after_cursor": String(w.position.load(ordering: .relaxed))])
     }
 
     /// After a commit: the pump reads what is new once for every live watcher.
@@ -197,8 +199,9 @@ public final class EventFeed: Sendable {
         for w in all { w.writer.finish(Self.shuttingDown) }
     }
 
-    static let shuttingDown = RPCError(code: .unavailable, message: "the server is draining; resume on another replica",
-                                       reason: "SHUTTING_DOWN")
+    static let shuttingDown = RPCError(
+        code: .unavailable, message: "the server is draining; resume on another replica",
+        reason: "SHUTTING_DOWN")
 }
 
 /// Runs an asynchronous store call and waits for its answer (on feed threads only, never a loop).

@@ -41,9 +41,11 @@ public final class NotificationProcessor: Sendable {
     /// Called after each durable outcome (applied, duplicate, ignored), off the caller's path: CONSUMPTION_REQUEST answers.
     private let afterCommit: @Sendable (Summary, NotificationResult) -> Void
 
-    public init(settings: VerifierSettings, store: any OrderStore, catalog: Catalog?,
-                policy: PurchaseEngine.Policy = PurchaseEngine.Policy(), clock: any WallClock = SystemClock(),
-                afterCommit: @escaping @Sendable (Summary, NotificationResult) -> Void = { _, _ in }) {
+    public init(
+        settings: VerifierSettings, store: any OrderStore, catalog: Catalog?,
+        policy: PurchaseEngine.Policy = PurchaseEngine.Policy(), clock: any WallClock = SystemClock(),
+        afterCommit: @escaping @Sendable (Summary, NotificationResult) -> Void = { _, _ in }
+    ) {
         self.afterCommit = afterCommit
         self.policy = policy
         accepted = settings.environments
@@ -91,8 +93,11 @@ public final class NotificationProcessor: Sendable {
         switch verify(signed: signedPayload, &summary) {
         case .success: return .success(summary)
         case .failure(let f):
-            return .failure(f.reason == "WRONG_APP" ? .wrongApp(detail: f.detail) : f.reason == "RECEIPT_MALFORMED"
-                ? .receiptMalformed(detail: f.detail) : .receiptUntrusted(detail: f.detail))
+            return .failure(
+                f.reason == "WRONG_APP"
+                    ? .wrongApp(detail: f.detail)
+                    : f.reason == "RECEIPT_MALFORMED"
+                        ? .receiptMalformed(detail: f.detail) : .receiptUntrusted(detail: f.detail))
         }
     }
 
@@ -119,7 +124,8 @@ public final class NotificationProcessor: Sendable {
         case .failure(let f): return .failure(.from(f, "signedPayload"))
         }
         guard let uuid = payload.notificationUUID, !uuid.isEmpty, uuid.utf8.count <= 64,
-              let type = payload.notificationType, !type.isEmpty, type.utf8.count <= 64 else {
+            let type = payload.notificationType, !type.isEmpty, type.utf8.count <= 64
+        else {
             return .failure(Refusal(reason: "RECEIPT_MALFORMED", detail: "the notification lacks notificationUUID or notificationType"))
         }
         summary = Summary(uuid: uuid, type: type, subtype: payload.subtype ?? "", environment: payload.environment ?? "")
@@ -145,21 +151,24 @@ public final class NotificationProcessor: Sendable {
                 guard let original = p.originalTransactionID ?? transaction?.originalTransactionID else {
                     return .failure(Refusal(reason: "RECEIPT_MALFORMED", detail: "signedRenewalInfo lacks originalTransactionId"))
                 }
-                renewal = RenewalFact(originalTransactionID: original, autoRenew: p.autoRenewStatus.map { $0 != 0 },
-                                      gracePeriodExpiresTimeMs: p.gracePeriodExpiresDate, signedTimeMs: p.signedDate ?? payload.signedDate ?? 0)
+                renewal = RenewalFact(
+                    originalTransactionID: original, autoRenew: p.autoRenewStatus.map { $0 != 0 },
+                    gracePeriodExpiresTimeMs: p.gracePeriodExpiresDate, signedTimeMs: p.signedDate ?? payload.signedDate ?? 0)
             case .failure(let f): return .failure(.from(f, "signedRenewalInfo"))
             }
         }
-        let storeEnvironment: StoreEnvironment? = switch environment {
-        case .production: .production
-        case .sandbox: .sandbox
-        case .xcode, .localTesting: .xcode
-        case nil: nil
-        }
-        return .success(VerifiedNotification(
-            uuid: uuid, type: type, subtype: payload.subtype, signedTimeMs: payload.signedDate ?? clock.nowMilliseconds(),
-            environment: storeEnvironment, accepted: environment.map(accepted.contains) ?? false,
-            transaction: transaction, renewal: renewal, signedPayload: signed))
+        let storeEnvironment: StoreEnvironment? =
+            switch environment {
+            case .production: .production
+            case .sandbox: .sandbox
+            case .xcode, .localTesting: .xcode
+            case nil: nil
+            }
+        return .success(
+            VerifiedNotification(
+                uuid: uuid, type: type, subtype: payload.subtype, signedTimeMs: payload.signedDate ?? clock.nowMilliseconds(),
+                environment: storeEnvironment, accepted: environment.map(accepted.contains) ?? false,
+                transaction: transaction, renewal: renewal, signedPayload: signed))
     }
 
     /// A notification whose signature and app verified but whose environment is missing or unknown: recorded
@@ -172,7 +181,9 @@ public final class NotificationProcessor: Sendable {
             return .failure(Refusal(reason: "RECEIPT_MALFORMED", detail: "the notification lacks notificationUUID or notificationType"))
         }
         summary = Summary(uuid: uuid, type: type, subtype: p.subtype ?? "", environment: p.environment ?? "")
-        return .success(VerifiedNotification(uuid: uuid, type: type, subtype: p.subtype, signedTimeMs: p.signedDate ?? clock.nowMilliseconds(),
-                                             environment: nil, accepted: false, transaction: nil, renewal: nil, signedPayload: signed))
+        return .success(
+            VerifiedNotification(
+                uuid: uuid, type: type, subtype: p.subtype, signedTimeMs: p.signedDate ?? clock.nowMilliseconds(),
+                environment: nil, accepted: false, transaction: nil, renewal: nil, signedPayload: signed))
     }
 }

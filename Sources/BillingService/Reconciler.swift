@@ -39,8 +39,10 @@ public final class Reconciler: Sendable {
     /// Per environment and result (applied, duplicate, ignored, rejected), for metrics.
     private let count: @Sendable (AppStoreAPIEnvironment, String, Int) -> Void
 
-    public init(link: AppStoreLink, processor: NotificationProcessor, store: any OrderStore, marginSeconds: Double,
-                clock: any WallClock = SystemClock(), count: @escaping @Sendable (AppStoreAPIEnvironment, String, Int) -> Void = { _, _, _ in }) {
+    public init(
+        link: AppStoreLink, processor: NotificationProcessor, store: any OrderStore, marginSeconds: Double,
+        clock: any WallClock = SystemClock(), count: @escaping @Sendable (AppStoreAPIEnvironment, String, Int) -> Void = { _, _, _ in }
+    ) {
         self.link = link
         self.processor = processor
         self.store = store

@@ -14,21 +14,24 @@ public enum Reflection {
     public static func register(in router: inout Router) {
         for method in methods {
             router.registerBidiStreaming(method) { _, writer in
-                StreamReceiver(onMessage: { bytes in
-                    guard !writer.isDone else { return }
-                    do throws(WireError) {
-                        writer.send(answer(try Request(decoding: bytes), raw: bytes))
-                    } catch {
-                        writer.finish(.undecodable(error.description))
-                    }
-                }, onEnd: { writer.finish() })
+                StreamReceiver(
+                    onMessage: { bytes in
+                        guard !writer.isDone else { return }
+                        do throws(WireError) {
+                            writer.send(answer(try Request(decoding: bytes), raw: bytes))
+                        } catch {
+                            writer.finish(.undecodable(error.description))
+                        }
+                    }, onEnd: { writer.finish() })
             }
         }
     }
 
     /// ServerReflectionRequest: `host` = 1 and one of the requests 3-7.
     struct Request: ProtoMessage {
-        enum Kind: Equatable { case none, fileByFilename(String), fileContainingSymbol(String), fileContainingExtension, extensionNumbers(String), listServices }
+        enum Kind: Equatable {
+            case none, fileByFilename(String), fileContainingSymbol(String), fileContainingExtension, extensionNumbers(String), listServices
+        }
         var host = ""
         var kind = Kind.none
         init() {}

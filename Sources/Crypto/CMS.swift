@@ -60,7 +60,8 @@ public final class SignedMessage {
             return .failure(.untrusted(message))
         }
         guard let signers = CMS_get0_signers(cms), copenssl_sk_x509_num(signers) >= 1,
-              let signer = copenssl_sk_x509_value(signers, 0) else {
+            let signer = copenssl_sk_x509_value(signers, 0)
+        else {
             return .failure(.untrusted("no signer certificate"))
         }
         defer { copenssl_sk_x509_free(signers) }

@@ -15,7 +15,8 @@ public final class PrivateKey: @unchecked Sendable {
         defer { EVP_PKEY_CTX_free(ctx) }
         var key: OpaquePointer?
         guard EVP_PKEY_keygen_init(ctx) == 1, EVP_PKEY_CTX_set_ec_paramgen_curve_nid(ctx, NID_X9_62_prime256v1) == 1,
-              EVP_PKEY_keygen(ctx, &key) == 1, let key else {
+            EVP_PKEY_keygen(ctx, &key) == 1, let key
+        else {
             throw .library(CryptoError.opensslMessage())
         }
         return PrivateKey(owning: key)
@@ -86,8 +87,10 @@ public enum CertificateIssuer {
     }
 
     /// A certificate for `key`'s public half, valid from `notBefore` to `notAfter` (seconds since 1970).
-    public static func issue(commonName: String, organization: String, serial: Int, key: PrivateKey, issuer: Issuer?,
-                             isCA: Bool, markerOIDs: [String], notBefore: Int64, notAfter: Int64) throws(CryptoError) -> Certificate {
+    public static func issue(
+        commonName: String, organization: String, serial: Int, key: PrivateKey, issuer: Issuer?,
+        isCA: Bool, markerOIDs: [String], notBefore: Int64, notAfter: Int64
+    ) throws(CryptoError) -> Certificate {
         guard let x = X509_new() else { throw .library("X509_new") }
         var owned = true
         defer { if owned { X509_free(x) } }

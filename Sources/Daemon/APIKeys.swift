@@ -77,13 +77,15 @@ struct APIKeys: Sendable {
     func check(_ context: CallContext) -> RPCError? {
         if Self.open.contains(context.method) { return nil }
         guard let key = key(for: context) else {
-            return RPCError(code: .unauthenticated, message: "a valid API key is required: authorization: Bearer <key>",
-                            reason: "UNAUTHENTICATED")
+            return RPCError(
+                code: .unauthenticated, message: "a valid API key is required: authorization: Bearer <key>",
+                reason: "UNAUTHENTICATED")
         }
         context.note("api_key", key.name)
         guard key.allows(context.method) else {
-            return RPCError(code: .permissionDenied, message: "API key \(key.name) may not call \(context.method)",
-                            reason: "PERMISSION_DENIED", metadata: ["key": key.name])
+            return RPCError(
+                code: .permissionDenied, message: "API key \(key.name) may not call \(context.method)",
+                reason: "PERMISSION_DENIED", metadata: ["key": key.name])
         }
         return nil
     }

@@ -61,8 +61,9 @@ public final class App: Sendable {
             }
         } else {
             do {
-                rawStore = try PostgresOrderStore(url: database, poolSize: configuration.dbPoolSize,
-                                                  maxQueued: configuration.maxInFlight)
+                rawStore = try PostgresOrderStore(
+                    url: database, poolSize: configuration.dbPoolSize,
+                    maxQueued: configuration.maxInFlight)
             } catch {
                 throw StartError(description: "billingd: --database: cannot use PostgreSQL: \(error)")
             }
@@ -82,19 +83,24 @@ public final class App: Sendable {
         self.health = health
         let orders = OrderService(store: store, catalog: catalog)
         let (verifier, verifierSettings) = try App.proofVerifier(configuration, logger: logger, metrics: metrics)
-        let engine = PurchaseEngine(orders: orders, verifier: verifier,
-                                    restorePolicy: RestorePolicy(rawValue: configuration.restorePolicy) ?? .transfer,
-                                    policy: PurchaseEngine.Policy(requireAccountToken: configuration.requireAccountToken,
-                                                                  rejectStalePurchases: configuration.rejectStalePurchases,
-                                                                  clockSkewMs: Int64(configuration.clockSkew * 1000)))
+        let engine = PurchaseEngine(
+            orders: orders, verifier: verifier,
+            restorePolicy: RestorePolicy(rawValue: configuration.restorePolicy) ?? .transfer,
+            policy: PurchaseEngine.Policy(
+                requireAccountToken: configuration.requireAccountToken,
+                rejectStalePurchases: configuration.rejectStalePurchases,
+                clockSkewMs: Int64(configuration.clockSkew * 1000)))
         let appStore = try App.appStoreLink(configuration, logger: logger, metrics: metrics)
-        let consumption: ConsumptionResponder? = configuration.consumptionAnswers == "auto" ? appStore.map { link in
-            ConsumptionResponder(client: link.client, store: store) { transactionID, result, detail in
-                metrics.consumptionAnswers.inc([result])
-                logger.log(result == "failed" ? .warning : .info, "consumption answer",
-                           [("transaction_id", .string(transactionID)), ("result", .string(result)), ("detail", .string(String(detail.prefix(300))))])
-            }
-        } : nil
+        let consumption: ConsumptionResponder? =
+            configuration.consumptionAnswers == "auto"
+            ? appStore.map { link in
+                ConsumptionResponder(client: link.client, store: store) { transactionID, result, detail in
+                    metrics.consumptionAnswers.inc([result])
+                    logger.log(
+                        result == "failed" ? .warning : .info, "consumption answer",
+                        [("transaction_id", .string(transactionID)), ("result", .string(result)), ("detail", .string(String(detail.prefix(300))))])
+                }
+            } : nil
         if configuration.consumptionAnswers == "auto" && appStore == nil {
             logger.log(.warning, "--consumption-answers auto needs the App Store Server API credentials: CONSUMPTION_REQUEST stays unanswered")
         }
@@ -150,10 +156,11 @@ public final class App: Sendable {
         let logCalls = logger.level <= .info
         serverConfig.keepsCallNotes = logCalls
         // Metrics and the per-call log line see every call, unknown methods and refused calls included.
-        router.intercept(ServerInterceptor(finished: { record in
-            metrics.record(record)
-            if logCalls { App.logCall(record, logger) }
-        }))
+        router.intercept(
+            ServerInterceptor(finished: { record in
+                metrics.record(record)
+                if logCalls { App.logCall(record, logger) }
+            }))
         do {
             server = try Server(configuration: serverConfig, router: router)
         } catch {
@@ -175,22 +182,25 @@ public final class App: Sendable {
         }
         if let listen = configuration.metricsListen {
             do {
-                metricsServer = try HTTPFront(configuration: HTTPFrontConfiguration(listen: listen), precheck: { request in
-                    request.method == "GET" || request.method == "HEAD" ? nil : HTTPResponse(status: 405, contentType: "text/plain", text: "only GET\n")
-                }, handler: { request, respond in
-                    // Off the server's threads: readiness asks the database.
-                    DispatchQueue.global().async {
-                        switch request.path {
-                        case "/metrics":
-                            respond(HTTPResponse(status: 200, contentType: "text/plain; version=0.0.4; charset=utf-8", text: registry.render()))
-                        case "/healthz": respond(HTTPResponse(status: 200, contentType: "text/plain", text: "ok\n"))
-                        case "/readyz":
-                            let ready = storeForReady.isReachable() && health.status(of: "") == .serving
-                            respond(HTTPResponse(status: ready ? 200 : 503, contentType: "text/plain", text: ready ? "ready\n" : "not ready\n"))
-                        default: respond(HTTPResponse(status: 404, contentType: "text/plain", text: "not found\n"))
+                metricsServer = try HTTPFront(
+                    configuration: HTTPFrontConfiguration(listen: listen),
+                    precheck: { request in
+                        request.method == "GET" || request.method == "HEAD" ? nil : HTTPResponse(status: 405, contentType: "text/plain", text: "only GET\n")
+                    },
+                    handler: { request, respond in
+                        // Off the server's threads: readiness asks the database.
+                        DispatchQueue.global().async {
+                            switch request.path {
+                            case "/metrics":
+                                respond(HTTPResponse(status: 200, contentType: "text/plain; version=0.0.4; charset=utf-8", text: registry.render()))
+                            case "/healthz": respond(HTTPResponse(status: 200, contentType: "text/plain", text: "ok\n"))
+                            case "/readyz":
+                                let ready = storeForReady.isReachable() && health.status(of: "") == .serving
+                                respond(HTTPResponse(status: ready ? 200 : 503, contentType: "text/plain", text: ready ? "ready\n" : "not ready\n"))
+                            default: respond(HTTPResponse(status: 404, contentType: "text/plain", text: "not found\n"))
+                            }
                         }
-                    }
-                })
+                    })
             } catch {
                 throw StartError(description: "billingd: --metrics-listen: \(error)")
             }
@@ -215,8 +225,9 @@ public final class App: Sendable {
             }
             front.maxBodyBytes = NotificationEndpoint.maxBodyBytes
             do {
-                notificationsServer = try HTTPFront(configuration: front, precheck: { endpoint.precheck($0) },
-                                                    handler: { endpoint.handle($0, $1) })
+                notificationsServer = try HTTPFront(
+                    configuration: front, precheck: { endpoint.precheck($0) },
+                    handler: { endpoint.handle($0, $1) })
             } catch {
                 throw StartError(description: "billingd: --notifications-listen: \(error)")
             }
@@ -228,7 +239,8 @@ public final class App: Sendable {
     /// The App Store Server API client the flags describe; nil without credentials.
     static func appStoreLink(_ c: Configuration, logger: Logger, metrics: BillingMetrics) throws(StartError) -> AppStoreLink? {
         guard let keyID = c.appStoreAPIKeyID, let issuer = c.appStoreAPIIssuerID, let keyPath = c.appStoreAPIPrivateKey,
-              let bundle = c.bundleIDs.first else { return nil }
+            let bundle = c.bundleIDs.first
+        else { return nil }
         let key: PrivateKey
         do {
             key = try PrivateKey.parsePEM(Array(try Data(contentsOf: URL(fileURLWithPath: keyPath))))
@@ -257,13 +269,18 @@ public final class App: Sendable {
         }
         // The bearer token reads every customer's history: clear text is for local tests only.
         for url in Set([api.productionURL, api.sandboxURL]) where url.hasPrefix("http://") {
-            logger.log(.warning, "the App Store Server API URL is http://: the API token travels in clear text; use https:// outside local tests",
-                       [("url", .string(url))])
+            logger.log(
+                .warning, "the App Store Server API URL is http://: the API token travels in clear text; use https:// outside local tests",
+                [("url", .string(url))])
         }
         let environments = c.environments.compactMap { AppStoreAPIEnvironment(rawValue: $0.prefix(1).uppercased() + $0.dropFirst()) }
-        logger.log(.info, "App Store Server API configured", [("key_id", .string(keyID)), ("production_url", .string(api.productionURL)),
-                                                              ("sandbox_url", .string(api.sandboxURL)),
-                                                              ("environments", .string(environments.map(\.rawValue).joined(separator: ",")))])
+        logger.log(
+            .info, "App Store Server API configured",
+            [
+                ("key_id", .string(keyID)), ("production_url", .string(api.productionURL)),
+                ("sandbox_url", .string(api.sandboxURL)),
+                ("environments", .string(environments.map(\.rawValue).joined(separator: ","))),
+            ])
         return AppStoreLink(client: client, environments: environments) { line in
             logger.log(.error, "App Store Server API", [("error", .string(String(line.prefix(300))))])
         }
@@ -275,18 +292,22 @@ public final class App: Sendable {
         App.reconcile(reconciler, on: reconcileQueue, sinceMs: sinceMs, metrics: metrics, logger: logger)
     }
 
-    static func reconcile(_ reconciler: Reconciler?, on queue: DispatchQueue, sinceMs: Int64?, metrics: BillingMetrics,
-                          logger: Logger) -> Result<Reconciler.Report, BillingError>? {
+    static func reconcile(
+        _ reconciler: Reconciler?, on queue: DispatchQueue, sinceMs: Int64?, metrics: BillingMetrics,
+        logger: Logger
+    ) -> Result<Reconciler.Report, BillingError>? {
         guard let reconciler else { return nil }
         let result = queue.sync { reconciler.run(sinceMs: sinceMs) }
         switch result {
         case .success(let r):
             metrics.reconcileRuns.inc([r.error == nil ? "ok" : "incomplete"])
-            logger.log(r.error == nil ? .info : .warning, "reconciliation", [
-                ("start_ms", .int(Int(r.startMs))), ("end_ms", .int(Int(r.endMs))), ("pages", .int(r.pages)), ("applied", .int(r.applied)),
-                ("duplicate", .int(r.duplicate)), ("ignored", .int(r.ignored)), ("rejected", .int(r.rejected)),
-                ("error", .string(r.error ?? "")),
-            ])
+            logger.log(
+                r.error == nil ? .info : .warning, "reconciliation",
+                [
+                    ("start_ms", .int(Int(r.startMs))), ("end_ms", .int(Int(r.endMs))), ("pages", .int(r.pages)), ("applied", .int(r.applied)),
+                    ("duplicate", .int(r.duplicate)), ("ignored", .int(r.ignored)), ("rejected", .int(r.rejected)),
+                    ("error", .string(r.error ?? "")),
+                ])
         case .failure(let e):
             metrics.reconcileRuns.inc(["busy"])
             logger.log(.info, "reconciliation skipped", [("error", .string(e.description))])
@@ -309,8 +330,10 @@ public final class App: Sendable {
     }
 
     /// The App Store verifier the flags describe; refuses every proof when none is configured.
-    static func proofVerifier(_ c: Configuration, logger: Logger,
-                              metrics: BillingMetrics) throws(StartError) -> (any ProofVerifier, VerifierSettings?) {
+    static func proofVerifier(
+        _ c: Configuration, logger: Logger,
+        metrics: BillingMetrics
+    ) throws(StartError) -> (any ProofVerifier, VerifierSettings?) {
         var roots: [Certificate] = []
         for path in c.trustRoots {
             do {
@@ -325,8 +348,9 @@ public final class App: Sendable {
                 let store = try TestStore.open(directory: c.devStore, create: true)
                 roots.append(store.root)
                 environments.insert(.xcode)
-                logger.log(.warning, "DEV MODE: trusting the local test store; never run --dev in production",
-                           [("test_store_root", .string(store.rootPath))])
+                logger.log(
+                    .warning, "DEV MODE: trusting the local test store; never run --dev in production",
+                    [("test_store_root", .string(store.rootPath))])
             } catch {
                 throw StartError(description: "billingd: --dev-store: \(error)")
             }
@@ -342,8 +366,9 @@ public final class App: Sendable {
         if environments.contains(.production) && c.appleAppID == nil && !c.bundleIDs.isEmpty && !c.dev {
             throw StartError(description: "billingd: --apple-app-id: required when production is accepted (--environments)")
         }
-        let settings = VerifierSettings(anchors: TrustAnchors(roots: roots), bundleIDs: Set(c.bundleIDs), appAppleID: c.appleAppID,
-                                        environments: environments, now: { SystemClock().nowMilliseconds() })
+        let settings = VerifierSettings(
+            anchors: TrustAnchors(roots: roots), bundleIDs: Set(c.bundleIDs), appAppleID: c.appleAppID,
+            environments: environments, now: { SystemClock().nowMilliseconds() })
         return (AppStoreProofVerifier(settings: settings) { kind, result in metrics.verifications.inc([kind, result]) }, settings)
     }
 
@@ -371,15 +396,18 @@ public final class App: Sendable {
         }
         if configuration.orderTTL > 0 { startExpiry() }
         startReconciliation()
-        logger.log(.info, "started", [
-            ("listen", .string(bound)), ("tls", .bool(configuration.tlsCert != nil)),
-            ("mutual_tls", .bool(configuration.tlsClientCA != nil)), ("api_keys", .bool(configuration.apiKeys != nil)),
-            ("metrics", .string(metricsServer?.address ?? "off")), ("notifications", .string(notificationsServer?.address ?? "off")), ("version", .string(Daemon.version)),
-            ("database", .string(configuration.database.hasPrefix("sqlite:") ? configuration.database : "postgres")),
-            ("db_pool_size", .int(configuration.database.hasPrefix("sqlite:") ? 1 : configuration.dbPoolSize)),
-            ("threads", .int(configuration.threads)), ("max_message_bytes", .int(configuration.maxMessageBytes)),
-            ("max_connections", .int(configuration.maxConnections)), ("max_in_flight", .int(configuration.maxInFlight)),
-        ])
+        logger.log(
+            .info, "started",
+            [
+                ("listen", .string(bound)), ("tls", .bool(configuration.tlsCert != nil)),
+                ("mutual_tls", .bool(configuration.tlsClientCA != nil)), ("api_keys", .bool(configuration.apiKeys != nil)),
+                ("metrics", .string(metricsServer?.address ?? "off")), ("notifications", .string(notificationsServer?.address ?? "off")),
+                ("version", .string(Daemon.version)),
+                ("database", .string(configuration.database.hasPrefix("sqlite:") ? configuration.database : "postgres")),
+                ("db_pool_size", .int(configuration.database.hasPrefix("sqlite:") ? 1 : configuration.dbPoolSize)),
+                ("threads", .int(configuration.threads)), ("max_message_bytes", .int(configuration.maxMessageBytes)),
+                ("max_connections", .int(configuration.maxConnections)), ("max_in_flight", .int(configuration.maxInFlight)),
+            ])
         return bound
     }
 
@@ -416,8 +444,9 @@ public final class App: Sendable {
                     // than the TTL, and the orders created since carry the new wall time: trust the wall clock again.
                     if aheadSince == nil {
                         aheadSince = mono
-                        logger.log(.warning, "wall clock stepped ahead of monotonic time: order expiry holds back for one TTL",
-                                   [("ahead_ms", .int(Int(wall - monotonic)))])
+                        logger.log(
+                            .warning, "wall clock stepped ahead of monotonic time: order expiry holds back for one TTL",
+                            [("ahead_ms", .int(Int(wall - monotonic)))])
                     }
                     if let since = aheadSince, since.duration(to: mono) >= .milliseconds(ttlMs) {
                         anchorWall = wall
@@ -427,8 +456,10 @@ public final class App: Sendable {
                 } else {
                     aheadSince = nil
                 }
-                let now = min(wall, anchorWall + Int64(anchorMono.duration(to: mono).components.seconds) * 1000
-                              + anchorMono.duration(to: mono).components.attoseconds / 1_000_000_000_000_000)
+                let now = min(
+                    wall,
+                    anchorWall + Int64(anchorMono.duration(to: mono).components.seconds) * 1000
+                        + anchorMono.duration(to: mono).components.attoseconds / 1_000_000_000_000_000)
                 let done = DispatchSemaphore(value: 0)
                 let moved = Mutex(0)
                 store.expire(createdBeforeMs: now - ttlMs, nowMs: now, limit: 1000) { result in
@@ -461,8 +492,12 @@ public final class App: Sendable {
 
     /// Graceful stop: NOT_SERVING, GOAWAY, drain up to the grace period, close the database.
     public func stop() {
-        logger.log(.info, "draining", [("grace_seconds", .double(configuration.shutdownGrace)),
-                                       ("in_flight", .int(server.inFlightCount))])
+        logger.log(
+            .info, "draining",
+            [
+                ("grace_seconds", .double(configuration.shutdownGrace)),
+                ("in_flight", .int(server.inFlightCount)),
+            ])
         health.beginDraining()
         service.feed.shutdown()
         expiryStopped.store(true, ordering: .relaxed)

@@ -81,7 +81,8 @@ public struct Configuration: Sendable, Equatable {
         "apple-app-id": true, "environments": true, "trust-root": true, "catalog": true, "restore-policy": true,
         "require-account-token": false, "reject-stale-purchases": false, "clock-skew": true,
         "dev": false, "dev-store": true, "tls-cert": true, "tls-key": true, "tls-client-ca": true, "api-keys": true,
-        "metrics-listen": true, "notifications-listen": true, "notifications-tls-cert": true, "notifications-tls-key": true, "db-pool-size": true, "shutdown-grace": true, "log-level": true,
+        "metrics-listen": true, "notifications-listen": true, "notifications-tls-cert": true, "notifications-tls-key": true, "db-pool-size": true,
+        "shutdown-grace": true, "log-level": true,
         "max-concurrent-streams": true, "max-connections": true, "max-in-flight": true, "max-header-list-bytes": true,
         "max-connection-buffer-bytes": true,
         "max-deadline": true, "idle-timeout": true, "order-ttl": true, "help": false, "version": false,
@@ -169,7 +170,8 @@ public struct Configuration: Sendable, Equatable {
         }
         func hostPort(_ flag: String, _ s: String) throws(Invalid) -> String {
             guard let colon = s.lastIndex(of: ":"), let port = Int(s[s.index(after: colon)...]), (0...65535).contains(port),
-                  colon != s.startIndex || s.hasPrefix(":") else {
+                colon != s.startIndex || s.hasPrefix(":")
+            else {
                 throw Invalid(flag: flag, problem: "'\(s)' is not HOST:PORT")
             }
             return s
@@ -255,15 +257,18 @@ public struct Configuration: Sendable, Equatable {
         if let s = one("notifications-tls-cert") { c.notificationsTLSCert = try file("notifications-tls-cert", s) }
         if let s = one("notifications-tls-key") { c.notificationsTLSKey = try file("notifications-tls-key", s) }
         if (c.notificationsTLSCert == nil) != (c.notificationsTLSKey == nil) {
-            throw Invalid(flag: c.notificationsTLSCert == nil ? "notifications-tls-cert" : "notifications-tls-key",
-                          problem: "--notifications-tls-cert and --notifications-tls-key go together")
+            throw Invalid(
+                flag: c.notificationsTLSCert == nil ? "notifications-tls-cert" : "notifications-tls-key",
+                problem: "--notifications-tls-cert and --notifications-tls-key go together")
         }
         if c.notificationsTLSCert != nil && c.notificationsListen == nil {
             throw Invalid(flag: "notifications-tls-cert", problem: "needs --notifications-listen")
         }
         if let n = try int("db-pool-size", 1...1024) { c.dbPoolSize = n }
         if let s = one("shutdown-grace") {
-            guard let d = Double(s), d >= 0, d <= 3600 else { throw Invalid(flag: "shutdown-grace", problem: "'\(s)' is not a number of seconds from 0 to 3600") }
+            guard let d = Double(s), d >= 0, d <= 3600 else {
+                throw Invalid(flag: "shutdown-grace", problem: "'\(s)' is not a number of seconds from 0 to 3600")
+            }
             c.shutdownGrace = d
         }
         if let s = one("log-level") {
@@ -281,8 +286,10 @@ public struct Configuration: Sendable, Equatable {
             c.appStoreAPIIssuerID = s
         }
         if let s = one("appstore-api-private-key") { c.appStoreAPIPrivateKey = try file("appstore-api-private-key", s) }
-        let credentials = [("appstore-api-key-id", c.appStoreAPIKeyID), ("appstore-api-issuer-id", c.appStoreAPIIssuerID),
-                           ("appstore-api-private-key", c.appStoreAPIPrivateKey)]
+        let credentials = [
+            ("appstore-api-key-id", c.appStoreAPIKeyID), ("appstore-api-issuer-id", c.appStoreAPIIssuerID),
+            ("appstore-api-private-key", c.appStoreAPIPrivateKey),
+        ]
         if credentials.contains(where: { $0.1 != nil }), let missing = credentials.first(where: { $0.1 == nil }) {
             throw Invalid(flag: missing.0, problem: "--appstore-api-key-id, --appstore-api-issuer-id and --appstore-api-private-key go together")
         }
@@ -312,46 +319,46 @@ public struct Configuration: Sendable, Equatable {
     }
 
     public static let usage = """
-    usage: billingd [flags]   (each flag also reads BILLING_<FLAG> from the environment)
-      --listen HOST:PORT           gRPC port, h2c or TLS (default 127.0.0.1:50051)
-      --database URL               sqlite:PATH (default sqlite:billing.db) or postgres://user@host:port/db
-      --threads N                  event-loop threads (default: cores)
-      --max-message-bytes N        largest request message (default 4194304)
-      --max-concurrent-streams N   HTTP/2 streams per connection (default 1024)
-      --max-connections N          open connections (default 50000, at most the file limit less 128); more are closed at accept
-      --max-in-flight N            calls being handled (default 10000); more get RESOURCE_EXHAUSTED OVERLOADED
-      --max-header-list-bytes N    request header block (default 16384)
-      --max-connection-buffer-bytes N   unfinished request bytes per connection (default 67108864); the stream over it gets RESOURCE_EXHAUSTED OVERLOADED
-      --max-deadline SECONDS       cap on every call's deadline (default 60)
-      --idle-timeout SECONDS       close connections idle this long (default 300)
-      --order-ttl SECONDS          PENDING orders older than this become EXPIRED (default 0: never)
-      --api-keys PATH              require API keys (CONFIG.md format)
-      --metrics-listen HOST:PORT   Prometheus /metrics, /healthz, /readyz over HTTP/1.1
-      --notifications-listen HOST:PORT   App Store Server Notifications v2: POST /appstore/notifications (HTTP/1.1 and h2c)
-      --notifications-tls-cert PATH --notifications-tls-key PATH   serve that endpoint over TLS (ALPN h2, http/1.1)
-      --catalog PATH               product catalog JSON
-      --tls-cert PATH --tls-key PATH   serve TLS with ALPN h2
-      --tls-client-ca PATH         require client certificates signed by this CA
-      --shutdown-grace SECONDS     drain deadline after SIGTERM/SIGINT (default 20)
-      --log-level L                debug, info, warning, error (default info)
-      --bundle-id ID               an app served (repeatable); required for SubmitReceipt unless --dev
-      --apple-app-id N             the app's Apple ID; required when production is accepted
-      --environments LIST          accepted signed environments (default production,sandbox)
-      --trust-root PATH            trusted root certificate, DER or PEM (repeatable)
-      --restore-policy P           transfer (default) or keep
-      --require-account-token      a StoreKit 2 proof must carry appAccountToken equal to the order id
-      --reject-stale-purchases     refuse a transaction bought before its order (beyond --clock-skew) or a subscription expired by then
-      --clock-skew SECONDS         allowance when comparing a purchase date with the order's creation (default 300)
-      --dev                        local use: a test-store CA in --dev-store (default ./teststore), trusted; accepts xcode
-      --db-pool-size N             PostgreSQL connections (default 8)
-      --appstore-api-key-id ID --appstore-api-issuer-id UUID --appstore-api-private-key PATH
-                                   App Store Server API credentials (the .p8 key); needs --bundle-id
-      --appstore-api-url URL       base URL for both environments instead of Apple's (tests, proxies)
-      --appstore-api-sandbox-url URL   base URL for the sandbox only
-      --appstore-api-ca PATH       CA bundle to trust for those URLs (default: the system's)
-      --appstore-api-timeout SECONDS   one attempt's limit (default 10; 4 attempts at most)
-      --reconcile-interval SECONDS fetch missed notifications from the API this often (default 3600; 0 off)
-      --reconcile-margin SECONDS   start each reconciliation this long before the newest applied notification (default 3600)
-      --consumption-answers M      off (default) or auto: answer CONSUMPTION_REQUEST with Send Consumption Information
-    """
+        usage: billingd [flags]   (each flag also reads BILLING_<FLAG> from the environment)
+          --listen HOST:PORT           gRPC port, h2c or TLS (default 127.0.0.1:50051)
+          --database URL               sqlite:PATH (default sqlite:billing.db) or postgres://user@host:port/db
+          --threads N                  event-loop threads (default: cores)
+          --max-message-bytes N        largest request message (default 4194304)
+          --max-concurrent-streams N   HTTP/2 streams per connection (default 1024)
+          --max-connections N          open connections (default 50000, at most the file limit less 128); more are closed at accept
+          --max-in-flight N            calls being handled (default 10000); more get RESOURCE_EXHAUSTED OVERLOADED
+          --max-header-list-bytes N    request header block (default 16384)
+          --max-connection-buffer-bytes N   unfinished request bytes per connection (default 67108864); the stream over it gets RESOURCE_EXHAUSTED OVERLOADED
+          --max-deadline SECONDS       cap on every call's deadline (default 60)
+          --idle-timeout SECONDS       close connections idle this long (default 300)
+          --order-ttl SECONDS          PENDING orders older than this become EXPIRED (default 0: never)
+          --api-keys PATH              require API keys (CONFIG.md format)
+          --metrics-listen HOST:PORT   Prometheus /metrics, /healthz, /readyz over HTTP/1.1
+          --notifications-listen HOST:PORT   App Store Server Notifications v2: POST /appstore/notifications (HTTP/1.1 and h2c)
+          --notifications-tls-cert PATH --notifications-tls-key PATH   serve that endpoint over TLS (ALPN h2, http/1.1)
+          --catalog PATH               product catalog JSON
+          --tls-cert PATH --tls-key PATH   serve TLS with ALPN h2
+          --tls-client-ca PATH         require client certificates signed by this CA
+          --shutdown-grace SECONDS     drain deadline after SIGTERM/SIGINT (default 20)
+          --log-level L                debug, info, warning, error (default info)
+          --bundle-id ID               an app served (repeatable); required for SubmitReceipt unless --dev
+          --apple-app-id N             the app's Apple ID; required when production is accepted
+          --environments LIST          accepted signed environments (default production,sandbox)
+          --trust-root PATH            trusted root certificate, DER or PEM (repeatable)
+          --restore-policy P           transfer (default) or keep
+          --require-account-token      a StoreKit 2 proof must carry appAccountToken equal to the order id
+          --reject-stale-purchases     refuse a transaction bought before its order (beyond --clock-skew) or a subscription expired by then
+          --clock-skew SECONDS         allowance when comparing a purchase date with the order's creation (default 300)
+          --dev                        local use: a test-store CA in --dev-store (default ./teststore), trusted; accepts xcode
+          --db-pool-size N             PostgreSQL connections (default 8)
+          --appstore-api-key-id ID --appstore-api-issuer-id UUID --appstore-api-private-key PATH
+                                       App Store Server API credentials (the .p8 key); needs --bundle-id
+          --appstore-api-url URL       base URL for both environments instead of Apple's (tests, proxies)
+          --appstore-api-sandbox-url URL   base URL for the sandbox only
+          --appstore-api-ca PATH       CA bundle to trust for those URLs (default: the system's)
+          --appstore-api-timeout SECONDS   one attempt's limit (default 10; 4 attempts at most)
+          --reconcile-interval SECONDS fetch missed notifications from the API this often (default 3600; 0 off)
+          --reconcile-margin SECONDS   start each reconciliation this long before the newest applied notification (default 3600)
+          --consumption-answers M      off (default) or auto: answer CONSUMPTION_REQUEST with Send Consumption Information
+        """
 }

@@ -59,9 +59,12 @@ public final class Logger: Sendable {
             }
             if dropped > 0 {
                 // After the lines kept: the dropped ones came later.
-                bytes.append(contentsOf: Self.format(.warning, "log lines dropped", [
-                    ("count", .int(dropped)), ("reason", .string("stdout did not keep up")),
-                ]))
+                bytes.append(
+                    contentsOf: Self.format(
+                        .warning, "log lines dropped",
+                        [
+                            ("count", .int(dropped)), ("reason", .string("stdout did not keep up")),
+                        ]))
             }
             var offset = 0
             while offset < bytes.count {
@@ -172,8 +175,14 @@ public final class Logger: Sendable {
                 var t = second
                 var tm = tm()
                 gmtime_r(&t, &tm)
-                cache = (second, Array(String(format: "%04d-%02d-%02dT%02d:%02d:%02d.", tm.tm_year + 1900, tm.tm_mon + 1,
-                                              tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec).utf8))
+                cache = (
+                    second,
+                    Array(
+                        String(
+                            format: "%04d-%02d-%02dT%02d:%02d:%02d.", tm.tm_year + 1900, tm.tm_mon + 1,
+                            tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec
+                        ).utf8)
+                )
             }
             return cache.prefix
         }
@@ -192,7 +201,8 @@ public final class Logger: Sendable {
         var t = ts.tv_sec
         var tm = tm()
         gmtime_r(&t, &tm)
-        return String(format: "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
-                      tm.tm_hour, tm.tm_min, tm.tm_sec, Int(ts.tv_nsec / 1_000_000))
+        return String(
+            format: "%04d-%02d-%02dT%02d:%02d:%02d.%03dZ", tm.tm_year + 1900, tm.tm_mon + 1, tm.tm_mday,
+            tm.tm_hour, tm.tm_min, tm.tm_sec, Int(ts.tv_nsec / 1_000_000))
     }
 }

@@ -69,7 +69,8 @@ struct NotificationEndpoint: Sendable {
         }
         // Verification costs two or three ES256 checks. An HTTP/2 connection has a thread of its own: verify there.
         // HTTP/1.1 connections share the library's one polling thread: verify elsewhere.
-        let run: (@escaping @Sendable () -> Void) -> Void = request.httpVersion == "HTTP/2"
+        let run: (@escaping @Sendable () -> Void) -> Void =
+            request.httpVersion == "HTTP/2"
             ? { $0() } : { DispatchQueue.global().async(execute: $0) }
         run { [self] in
             processor.process(body: body) { outcome, summary in
@@ -91,8 +92,10 @@ struct NotificationEndpoint: Sendable {
     }
 
     /// One log line (never the payload) and the metric.
-    private func record(_ s: NotificationProcessor.Summary?, _ result: String, status: Int, started: DispatchTime, peer: String,
-                        reason: String? = nil, detail: String? = nil) {
+    private func record(
+        _ s: NotificationProcessor.Summary?, _ result: String, status: Int, started: DispatchTime, peer: String,
+        reason: String? = nil, detail: String? = nil
+    ) {
         let type = s.map { Self.knownTypes.contains($0.type) ? $0.type : ($0.type.isEmpty ? "UNKNOWN" : "OTHER") } ?? "UNKNOWN"
         metrics.notifications.inc([type, result])
         var fields: [(String, Logger.LogValue)] = [("status", .int(status)), ("result", .string(result))]

@@ -20,21 +20,28 @@ final class BillingMetrics: Sendable {
     init(version: String) {
         calls = registry.callMetrics(prefix: "billingd_rpc", reasons: Self.reasons)
         db = registry.histogram("billingd_db_duration_seconds", help: "Database operation latency, queueing included.", labels: ["op"])
-        verifications = registry.counter("billingd_verifications_total", help: "Proof verifications, by kind and result.",
-                                         labels: ["kind", "result"])
-        notifications = registry.counter("billingd_notifications_total",
-                                         help: "App Store Server Notifications received, by type and result.", labels: ["type", "result"])
-        appStoreAPICalls = registry.counter("billingd_appstore_api_calls_total",
-                                            help: "App Store Server API attempts, by endpoint, environment and HTTP status (0: no answer).",
-                                            labels: ["endpoint", "environment", "status"])
-        appStoreAPIDuration = registry.histogram("billingd_appstore_api_duration_seconds", help: "App Store Server API attempt latency.",
-                                                 labels: ["endpoint"])
-        reconcileRuns = registry.counter("billingd_reconcile_runs_total", help: "Notification-history reconciliations, by result.",
-                                         labels: ["result"])
-        reconciled = registry.counter("billingd_reconcile_notifications_total",
-                                      help: "Notifications fetched by reconciliation, by environment and result.", labels: ["environment", "result"])
-        consumptionAnswers = registry.counter("billingd_consumption_answers_total",
-                                              help: "CONSUMPTION_REQUEST answers sent to Apple, by result.", labels: ["result"])
+        verifications = registry.counter(
+            "billingd_verifications_total", help: "Proof verifications, by kind and result.",
+            labels: ["kind", "result"])
+        notifications = registry.counter(
+            "billingd_notifications_total",
+            help: "App Store Server Notifications received, by type and result.", labels: ["type", "result"])
+        appStoreAPICalls = registry.counter(
+            "billingd_appstore_api_calls_total",
+            help: "App Store Server API attempts, by endpoint, environment and HTTP status (0: no answer).",
+            labels: ["endpoint", "environment", "status"])
+        appStoreAPIDuration = registry.histogram(
+            "billingd_appstore_api_duration_seconds", help: "App Store Server API attempt latency.",
+            labels: ["endpoint"])
+        reconcileRuns = registry.counter(
+            "billingd_reconcile_runs_total", help: "Notification-history reconciliations, by result.",
+            labels: ["result"])
+        reconciled = registry.counter(
+            "billingd_reconcile_notifications_total",
+            help: "Notifications fetched by reconciliation, by environment and result.", labels: ["environment", "result"])
+        consumptionAnswers = registry.counter(
+            "billingd_consumption_answers_total",
+            help: "CONSUMPTION_REQUEST answers sent to Apple, by result.", labels: ["result"])
         registry.gauge("billingd_build_info", help: "Build information; the value is always 1.", labels: [("version", version)]) { 1 }
     }
 
@@ -48,8 +55,9 @@ final class BillingMetrics: Sendable {
     ]
 
     func record(_ r: CallRecord) {
-        calls.record(method: r.method, known: r.knownMethod, code: r.code.description, reason: r.reason,
-                     seconds: Double(r.durationNanoseconds) / 1e9)
+        calls.record(
+            method: r.method, known: r.knownMethod, code: r.code.description, reason: r.reason,
+            seconds: Double(r.durationNanoseconds) / 1e9)
     }
 }
 
@@ -78,8 +86,10 @@ final class MeasuredOrderStore: OrderStore {
         }
     }
 
-    func create(_ order: NewOrder, abandoned: @escaping @Sendable () -> Bool,
-                completion: @escaping @Sendable (Result<CreateOutcome, BillingError>) -> Void) {
+    func create(
+        _ order: NewOrder, abandoned: @escaping @Sendable () -> Bool,
+        completion: @escaping @Sendable (Result<CreateOutcome, BillingError>) -> Void
+    ) {
         inner.create(order, abandoned: abandoned, completion: timed(Op.createOrder, completion))
     }
 
@@ -87,19 +97,25 @@ final class MeasuredOrderStore: OrderStore {
         inner.order(id: id, completion: timed(Op.getOrder, completion))
     }
 
-    func write<T: Sendable>(abandoned: @escaping @Sendable () -> Bool,
-                            _ body: @escaping @Sendable (any PurchaseLedger) throws(BillingError) -> Result<T, BillingError>,
-                            completion: @escaping @Sendable (Result<T, BillingError>) -> Void) {
+    func write<T: Sendable>(
+        abandoned: @escaping @Sendable () -> Bool,
+        _ body: @escaping @Sendable (any PurchaseLedger) throws(BillingError) -> Result<T, BillingError>,
+        completion: @escaping @Sendable (Result<T, BillingError>) -> Void
+    ) {
         inner.write(abandoned: abandoned, body, completion: timed(Op.write, completion))
     }
 
-    func read<T: Sendable>(_ body: @escaping @Sendable (any PurchaseLedger) throws(BillingError) -> T,
-                           completion: @escaping @Sendable (Result<T, BillingError>) -> Void) {
+    func read<T: Sendable>(
+        _ body: @escaping @Sendable (any PurchaseLedger) throws(BillingError) -> T,
+        completion: @escaping @Sendable (Result<T, BillingError>) -> Void
+    ) {
         inner.read(body, completion: timed(Op.read, completion))
     }
 
-    func events(after cursor: UInt64, limit: Int, accountID: String?,
-                completion: @escaping @Sendable (Result<[EventRecord], BillingError>) -> Void) {
+    func events(
+        after cursor: UInt64, limit: Int, accountID: String?,
+        completion: @escaping @Sendable (Result<[EventRecord], BillingError>) -> Void
+    ) {
         inner.events(after: cursor, limit: limit, accountID: accountID, completion: timed(Op.listEvents, completion))
     }
 

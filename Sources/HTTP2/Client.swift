@@ -60,8 +60,10 @@ public final class Client {
 
     /// Connects to `HOST:PORT`, with TLS (ALPN h2) when a context is given. `authority` (default the address)
     /// is what requests name as `:authority`.
-    public convenience init(address: String, tls context: TLSContext? = nil, serverName: String? = nil, timeoutSeconds: Int = 10,
-                            authority: String? = nil) throws(SocketError) {
+    public convenience init(
+        address: String, tls context: TLSContext? = nil, serverName: String? = nil, timeoutSeconds: Int = 10,
+        authority: String? = nil
+    ) throws(SocketError) {
         let transport = try SocketTransport(address: address, tls: context, serverName: serverName, timeoutSeconds: timeoutSeconds)
         self.init(transport: transport, authority: authority ?? address, timeoutSeconds: timeoutSeconds)
     }
@@ -93,17 +95,21 @@ public final class Client {
     }
 
     /// Calls `method` (`package.Service/Method`) with an encoded request message and waits for the answer.
-    public func unary(_ method: String, message: [UInt8], metadata: [(String, String)] = [],
-                      timeoutNanoseconds: Int64? = nil) throws(SocketError) -> UnaryResponse {
+    public func unary(
+        _ method: String, message: [UInt8], metadata: [(String, String)] = [],
+        timeoutNanoseconds: Int64? = nil
+    ) throws(SocketError) -> UnaryResponse {
         let id = try start(method, body: MessageFraming.frame(message), metadata: metadata, timeoutNanoseconds: timeoutNanoseconds)
         try run { self.calls[id]?.done ?? true }
         return finish(id)
     }
 
     /// Starts a call with a raw body (already framed, or deliberately not); returns its stream id.
-    public func start(_ method: String, body: [UInt8], metadata: [(String, String)] = [],
-                      contentType: String = "application/grpc", timeoutNanoseconds: Int64? = nil,
-                      endStream: Bool = true) throws(SocketError) -> Int32 {
+    public func start(
+        _ method: String, body: [UInt8], metadata: [(String, String)] = [],
+        contentType: String = "application/grpc", timeoutNanoseconds: Int64? = nil,
+        endStream: Bool = true
+    ) throws(SocketError) -> Int32 {
         guard let session else { throw .protocolError("session closed") }
         var fields: [(String, String)] = [
             (":method", "POST"), (":scheme", transport.isTLS ? "https" : "http"), (":path", "/" + method),
@@ -125,11 +131,15 @@ public final class Client {
     /// A plain HTTP/2 request (`GET`, `POST`, `PUT`, ...) that must be answered by `deadline` (monotonic
     /// nanoseconds): the answer's `httpStatus`, `headers` and `body`. Past the deadline the stream is reset and
     /// the call throws `ETIMEDOUT`; the connection stays usable for later requests only if it answered.
-    public func request(_ method: String, path: String, headers: [(String, String)] = [], body: [UInt8] = [],
-                        deadline: UInt64) throws(SocketError) -> UnaryResponse {
+    public func request(
+        _ method: String, path: String, headers: [(String, String)] = [], body: [UInt8] = [],
+        deadline: UInt64
+    ) throws(SocketError) -> UnaryResponse {
         guard let session else { throw .protocolError("session closed") }
-        var fields: [(String, String)] = [(":method", method), (":scheme", transport.isTLS ? "https" : "http"), (":path", path),
-                                          (":authority", authority)]
+        var fields: [(String, String)] = [
+            (":method", method), (":scheme", transport.isTLS ? "https" : "http"), (":path", path),
+            (":authority", authority),
+        ]
         fields.append(contentsOf: headers)
         if !body.isEmpty { fields.append(("content-length", String(body.count))) }
         let list = HeaderList(fields)
@@ -342,9 +352,10 @@ private func client(_ userData: UnsafeMutableRawPointer?) -> Client {
 
 private let clientOnHeader: nghttp2_on_header_callback = { _, frame, name, namelen, value, valuelen, _, userData in
     guard let frame else { return 0 }
-    client(userData).header(frame.pointee.hd.stream_id,
-                            String(decoding: UnsafeBufferPointer(start: name, count: namelen), as: UTF8.self),
-                            String(decoding: UnsafeBufferPointer(start: value, count: valuelen), as: UTF8.self))
+    client(userData).header(
+        frame.pointee.hd.stream_id,
+        String(decoding: UnsafeBufferPointer(start: name, count: namelen), as: UTF8.self),
+        String(decoding: UnsafeBufferPointer(start: value, count: valuelen), as: UTF8.self))
     return 0
 }
 

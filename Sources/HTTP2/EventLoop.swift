@@ -171,11 +171,13 @@ public final class EventLoop: @unchecked Sendable {
         pthread_attr_init(&attr)
         pthread_attr_setstacksize(&attr, 1 << 20)
         var tid = pthread_t()
-        let rc = pthread_create(&tid, &attr, { arg in
-            let loop = Unmanaged<EventLoop>.fromOpaque(arg!).takeRetainedValue()
-            loop.run()
-            return nil
-        }, box.toOpaque())
+        let rc = pthread_create(
+            &tid, &attr,
+            { arg in
+                let loop = Unmanaged<EventLoop>.fromOpaque(arg!).takeRetainedValue()
+                loop.run()
+                return nil
+            }, box.toOpaque())
         pthread_attr_destroy(&attr)
         precondition(rc == 0, "pthread_create failed")
         joinable.withLock { $0 = tid }

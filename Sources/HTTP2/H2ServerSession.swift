@@ -160,8 +160,9 @@ final class H2ServerSession: ResponseSink, @unchecked Sendable {
         output.outputPending()
         _ = host.schedule(afterNanoseconds: 500_000_000) { [self] in
             guard let session = self.session, !self.closed else { return }
-            nghttp2_submit_goaway(session, UInt8(NGHTTP2_FLAG_NONE.rawValue),
-                                  nghttp2_session_get_last_proc_stream_id(session), UInt32(NGHTTP2_NO_ERROR.rawValue), nil, 0)
+            nghttp2_submit_goaway(
+                session, UInt8(NGHTTP2_FLAG_NONE.rawValue),
+                nghttp2_session_get_last_proc_stream_id(session), UInt32(NGHTTP2_NO_ERROR.rawValue), nil, 0)
             self.output.outputPending()
         }
     }
@@ -278,8 +279,10 @@ final class H2ServerSession: ResponseSink, @unchecked Sendable {
             nghttp2_submit_trailer(session, stream.id, HeaderList.okTrailers.nva, HeaderList.okTrailers.count)
             return
         }
-        var fields: [(String, String)] = [("grpc-status", String(error.code.rawValue)),
-                                          ("grpc-message", GRPCHeaders.grpcMessage(error.message))]
+        var fields: [(String, String)] = [
+            ("grpc-status", String(error.code.rawValue)),
+            ("grpc-message", GRPCHeaders.grpcMessage(error.message)),
+        ]
         if let rich = error.richStatus { fields.append(("grpc-status-details-bin", Base64.encode(rich.encoded()))) }
         let trailers = HeaderList(fields)
         nghttp2_submit_trailer(session, stream.id, trailers.nva, trailers.count)
@@ -317,8 +320,10 @@ final class H2ServerSession: ResponseSink, @unchecked Sendable {
         return found
     }
 
-    fileprivate func header(streamID: Int32, name: UnsafeBufferPointer<UInt8>, value rawValue: UnsafeBufferPointer<UInt8>,
-                            trailer: Bool) {
+    fileprivate func header(
+        streamID: Int32, name: UnsafeBufferPointer<UInt8>, value rawValue: UnsafeBufferPointer<UInt8>,
+        trailer: Bool
+    ) {
         guard let stream = stream(streamID), stream.state.readsFields else { return }
         switch RequestFieldCheck.check(name: name, value: rawValue, trailer: trailer, stream: stream) {
         case .use: break
@@ -357,7 +362,8 @@ final class H2ServerSession: ResponseSink, @unchecked Sendable {
         } else if same(name, Literal.timeout) {
             stream.timeout = String(decoding: value, as: UTF8.self)
         } else if same(name, Literal.te) || same(name, Literal.userAgent)
-                    || same(name, Literal.grpcAcceptEncoding) || same(name, Literal.acceptEncoding) {
+            || same(name, Literal.grpcAcceptEncoding) || same(name, Literal.acceptEncoding)
+        {
             return
         } else {
             stream.metadata.append(metadataStrings(name, value))
@@ -426,8 +432,9 @@ final class H2ServerSession: ResponseSink, @unchecked Sendable {
             let cancellation = Cancellation(keepsNotes: shared.configuration.keepsCallNotes)
             stream.cancellation = cancellation
             let method = path.hasPrefix("/") ? String(path.dropFirst()) : path
-            let context = CallContext(method: method, metadata: stream.metadata, peer: peer,
-                                      cancellation: cancellation, peerSubject: peerSubject)
+            let context = CallContext(
+                method: method, metadata: stream.metadata, peer: peer,
+                cancellation: cancellation, peerSubject: peerSubject)
             if let refusal = router.refusal(for: context) { return .refuse(refusal) }
         }
         guard let route else {
@@ -512,8 +519,10 @@ final class H2ServerSession: ResponseSink, @unchecked Sendable {
         nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), streamID, UInt32(NGHTTP2_NO_ERROR.rawValue))
     }
 
-    fileprivate func readBody(streamID: Int32, into buffer: UnsafeMutablePointer<UInt8>, length: Int,
-                              flags: UnsafeMutablePointer<UInt32>) -> Int {
+    fileprivate func readBody(
+        streamID: Int32, into buffer: UnsafeMutablePointer<UInt8>, length: Int,
+        flags: UnsafeMutablePointer<UInt32>
+    ) -> Int {
         guard let stream = stream(streamID), let session else {
             return Int(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue)
         }
@@ -547,9 +556,10 @@ final class H2ServerSession: ResponseSink, @unchecked Sendable {
         stream.cancellation = cancellation
         stream.requestNumber = shared.nextRequestNumber()
         shared.callStarted()
-        return CallContext(method: stream.methodName, metadata: stream.metadata, deadline: deadline, peer: peer,
-                           requestID: RequestID(prefix: shared.requestIDPrefix, number: stream.requestNumber),
-                           cancellation: cancellation, peerSubject: peerSubject)
+        return CallContext(
+            method: stream.methodName, metadata: stream.metadata, deadline: deadline, peer: peer,
+            requestID: RequestID(prefix: shared.requestIDPrefix, number: stream.requestNumber),
+            cancellation: cancellation, peerSubject: peerSubject)
     }
 
     /// A bidirectional call starts at its headers: the handler gets a writer and returns its receiver.
@@ -732,11 +742,13 @@ private let onBeginHeaders: nghttp2_on_begin_headers_callback = { _, frame, user
 
 private let onHeader: nghttp2_on_header_callback = { _, frame, name, namelen, value, valuelen, _, userData in
     guard let frame, frame.pointee.hd.type == UInt8(NGHTTP2_HEADERS.rawValue) else { return 0 }
-    withSession(userData) { $0.header(
-        streamID: frame.pointee.hd.stream_id,
-        name: UnsafeBufferPointer(start: name, count: namelen),
-        value: UnsafeBufferPointer(start: value, count: valuelen),
-        trailer: frame.pointee.headers.cat != NGHTTP2_HCAT_REQUEST) }
+    withSession(userData) {
+        $0.header(
+            streamID: frame.pointee.hd.stream_id,
+            name: UnsafeBufferPointer(start: name, count: namelen),
+            value: UnsafeBufferPointer(start: value, count: valuelen),
+            trailer: frame.pointee.headers.cat != NGHTTP2_HCAT_REQUEST)
+    }
     return 0
 }
 
@@ -764,7 +776,8 @@ private let onFrameSend: nghttp2_on_frame_send_callback = { _, frame, userData i
     guard let frame else { return 0 }
     let type = UInt32(frame.pointee.hd.type)
     if (type == NGHTTP2_HEADERS.rawValue || type == NGHTTP2_DATA.rawValue),
-       frame.pointee.hd.flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0 {
+        frame.pointee.hd.flags & UInt8(NGHTTP2_FLAG_END_STREAM.rawValue) != 0
+    {
         withSession(userData) { $0.sentEndStream(streamID: frame.pointee.hd.stream_id) }
     }
     return 0

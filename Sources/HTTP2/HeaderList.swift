@@ -24,8 +24,9 @@ package final class HeaderList: @unchecked Sendable {
             let valuePtr = storage.advanced(by: offset).assumingMemoryBound(to: UInt8.self)
             for (j, b) in value.utf8.enumerated() { valuePtr[j] = b }
             offset += value.utf8.count
-            nva[i] = nghttp2_nv(name: namePtr, value: valuePtr, namelen: name.utf8.count, valuelen: value.utf8.count,
-                                flags: UInt8(NGHTTP2_NV_FLAG_NONE.rawValue))
+            nva[i] = nghttp2_nv(
+                name: namePtr, value: valuePtr, namelen: name.utf8.count, valuelen: value.utf8.count,
+                flags: UInt8(NGHTTP2_NV_FLAG_NONE.rawValue))
         }
     }
 

@@ -21,8 +21,10 @@ enum RequestFieldCheck {
         case malformed
     }
 
-    static func check(name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>, trailer: Bool,
-                      stream: ServerStream) -> Verdict {
+    static func check(
+        name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>, trailer: Bool,
+        stream: ServerStream
+    ) -> Verdict {
         var pseudo = stream.pseudoFields
         var regular = stream.sawRegularField
         let verdict = check(name: name, value: value, trailer: trailer, pseudoFields: &pseudo, sawRegularField: &regular)
@@ -33,8 +35,10 @@ enum RequestFieldCheck {
 
     /// `pseudoFields` and `sawRegularField` carry what the stream's earlier fields were. Runs for every field
     /// of every call: a few instructions a byte (a bitmap per name byte, one compare per value byte).
-    static func check(name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>, trailer: Bool,
-                      pseudoFields: inout UInt8, sawRegularField: inout Bool) -> Verdict {
+    static func check(
+        name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>, trailer: Bool,
+        pseudoFields: inout UInt8, sawRegularField: inout Bool
+    ) -> Verdict {
         guard let first = name.first else { return .malformed }
         // A field value never holds NUL, CR or LF (8.2.1).
         if hasForbiddenValueByte(value) { return .malformed }

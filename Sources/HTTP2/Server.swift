@@ -68,12 +68,16 @@ final class ServerShared: Sendable {
         byCode.add(code)
         guard let observer else { return }
         let elapsed = stream.startedAt == 0 ? 0 : Monotonic.now() &- stream.startedAt
-        let method = !stream.methodName.isEmpty ? stream.methodName
+        let method =
+            !stream.methodName.isEmpty
+            ? stream.methodName
             : (stream.path.hasPrefix("/") ? String(stream.path.dropFirst()) : stream.path)
-        observer(CallRecord(method: method, knownMethod: stream.knownMethod,
-                            code: code, reason: reason, durationNanoseconds: elapsed, peer: peer,
-                            requestIDPrefix: requestIDPrefix, requestNumber: stream.requestNumber,
-                            notes: stream.cancellation?.noted ?? [], peerSubject: peerSubject))
+        observer(
+            CallRecord(
+                method: method, knownMethod: stream.knownMethod,
+                code: code, reason: reason, durationNanoseconds: elapsed, peer: peer,
+                requestIDPrefix: requestIDPrefix, requestNumber: stream.requestNumber,
+                notes: stream.cancellation?.noted ?? [], peerSubject: peerSubject))
     }
 }
 

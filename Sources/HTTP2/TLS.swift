@@ -40,17 +40,19 @@ public final class TLSContext: @unchecked Sendable {
             SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER | SSL_VERIFY_FAIL_IF_NO_PEER_CERT, nil)
         }
         // The context outlives every SSL made from it, so the callback may reach it unretained.
-        SSL_CTX_set_alpn_select_cb(ctx, { _, out, outlen, input, inlen, arg in
-            guard let input, let out, let outlen, let arg else { return SSL_TLSEXT_ERR_ALERT_FATAL }
-            let context = Unmanaged<TLSContext>.fromOpaque(arg).takeUnretainedValue()
-            let offered = UnsafeBufferPointer(start: input, count: Int(inlen))
-            if let (offset, length) = context.selectProtocol(offered: offered) {
-                out.pointee = input + offset
-                outlen.pointee = UInt8(length)
-                return SSL_TLSEXT_ERR_OK
-            }
-            return context.alpnRequired ? SSL_TLSEXT_ERR_ALERT_FATAL : SSL_TLSEXT_ERR_NOACK
-        }, Unmanaged.passUnretained(self).toOpaque())
+        SSL_CTX_set_alpn_select_cb(
+            ctx,
+            { _, out, outlen, input, inlen, arg in
+                guard let input, let out, let outlen, let arg else { return SSL_TLSEXT_ERR_ALERT_FATAL }
+                let context = Unmanaged<TLSContext>.fromOpaque(arg).takeUnretainedValue()
+                let offered = UnsafeBufferPointer(start: input, count: Int(inlen))
+                if let (offset, length) = context.selectProtocol(offered: offered) {
+                    out.pointee = input + offset
+                    outlen.pointee = UInt8(length)
+                    return SSL_TLSEXT_ERR_OK
+                }
+                return context.alpnRequired ? SSL_TLSEXT_ERR_ALERT_FATAL : SSL_TLSEXT_ERR_NOACK
+            }, Unmanaged.passUnretained(self).toOpaque())
     }
 
     /// The first server protocol the client offers: its offset and length inside `offered` (wire format).
@@ -88,7 +90,8 @@ public final class TLSContext: @unchecked Sendable {
         }
         if let certificatePath, let keyPath {
             guard SSL_CTX_use_certificate_chain_file(ctx, certificatePath) == 1,
-                  SSL_CTX_use_PrivateKey_file(ctx, keyPath, SSL_FILETYPE_PEM) == 1 else {
+                SSL_CTX_use_PrivateKey_file(ctx, keyPath, SSL_FILETYPE_PEM) == 1
+            else {
                 throw .tls("cannot load client certificate \(certificatePath)")
             }
         }

@@ -63,8 +63,9 @@ final class H2Connection: @unchecked Sendable {
         guard let session else { return }
         var settings = [
             nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS.rawValue), value: 32),
-            nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE.rawValue),
-                                   value: UInt32(handlers.configuration.maxHeaderBytes)),
+            nghttp2_settings_entry(
+                settings_id: Int32(NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE.rawValue),
+                value: UInt32(handlers.configuration.maxHeaderBytes)),
         ]
         nghttp2_submit_settings(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), &settings, settings.count)
         let buffer = UnsafeMutableRawBufferPointer.allocate(byteCount: 16 * 1024, alignment: 16)
@@ -140,8 +141,10 @@ final class H2Connection: @unchecked Sendable {
     private func respond(_ id: Int32, _ response: HTTPResponse) {
         guard let session, let stream = streams[id], !stream.responded else { return }
         stream.responded = true
-        var fields = [(":status", String(response.status)), ("content-type", response.contentType),
-                      ("content-length", String(response.body.count))]
+        var fields = [
+            (":status", String(response.status)), ("content-type", response.contentType),
+            ("content-length", String(response.body.count)),
+        ]
         for (name, value) in response.headers {
             let lower = name.lowercased()
             if !["connection", "keep-alive", "transfer-encoding", "upgrade", "content-length"].contains(lower) { fields.append((lower, value)) }
@@ -292,8 +295,9 @@ private let h2BeginHeaders: nghttp2_on_begin_headers_callback = { _, frame, user
 
 private let h2Header: nghttp2_on_header_callback = { _, frame, name, namelen, value, valuelen, _, userData in
     guard let frame, frame.pointee.hd.type == UInt8(NGHTTP2_HEADERS.rawValue) else { return 0 }
-    connection(userData).header(frame.pointee.hd.stream_id, name: UnsafeBufferPointer(start: name, count: namelen),
-                                value: UnsafeBufferPointer(start: value, count: valuelen))
+    connection(userData).header(
+        frame.pointee.hd.stream_id, name: UnsafeBufferPointer(start: name, count: namelen),
+        value: UnsafeBufferPointer(start: value, count: valuelen))
     return 0
 }
 

@@ -24,9 +24,11 @@ public final class HTTPFront: Sendable {
     ///     return at once, with an answer (404, 405, 415...) or nil to read the body.
     ///   - handler: gets the whole request and calls its completion exactly once, from any thread, now or
     ///     later. It must not block the calling thread.
-    public init(configuration: HTTPFrontConfiguration,
-                precheck: @escaping @Sendable (HTTPRequest) -> HTTPResponse?,
-                handler: @escaping @Sendable (HTTPRequest, @escaping @Sendable (HTTPResponse) -> Void) -> Void) throws(HTTPFrontError) {
+    public init(
+        configuration: HTTPFrontConfiguration,
+        precheck: @escaping @Sendable (HTTPRequest) -> HTTPResponse?,
+        handler: @escaping @Sendable (HTTPRequest, @escaping @Sendable (HTTPResponse) -> Void) -> Void
+    ) throws(HTTPFrontError) {
         core = try FrontCore(handlers: Handlers(configuration: configuration, precheck: precheck, handler: handler))
         address = core.address
     }
@@ -70,8 +72,9 @@ final class FrontCore: @unchecked Sendable {
         table = ConnectionTable(limit: config.maxConnections)
         if let files = config.tls {
             do {
-                tls = try TLSContext(certificatePath: files.certificatePath, keyPath: files.keyPath,
-                                     alpn: config.http2 ? ["h2", "http/1.1"] : ["http/1.1"])
+                tls = try TLSContext(
+                    certificatePath: files.certificatePath, keyPath: files.keyPath,
+                    alpn: config.http2 ? ["h2", "http/1.1"] : ["http/1.1"])
             } catch {
                 throw .tls(error.description)
             }

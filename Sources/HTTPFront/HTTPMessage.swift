@@ -14,8 +14,10 @@ public struct HTTPRequest: Sendable {
     public var httpVersion: String
 
     /// A request; the server builds these, tests may too.
-    public init(method: String, path: String, headers: [(name: String, value: String)] = [], body: [UInt8] = [],
-                peer: String = "", httpVersion: String = "HTTP/1.1") {
+    public init(
+        method: String, path: String, headers: [(name: String, value: String)] = [], body: [UInt8] = [],
+        peer: String = "", httpVersion: String = "HTTP/1.1"
+    ) {
         self.method = method
         self.path = path
         self.headers = headers

@@ -32,13 +32,15 @@ final class MHDDaemon: @unchecked Sendable {
         self.handlers = handlers
         self.table = table
         let config = handlers.configuration
-        let flags = MHD_USE_NO_LISTEN_SOCKET.rawValue | MHD_USE_INTERNAL_POLLING_THREAD.rawValue | MHD_USE_EPOLL.rawValue
+        let flags =
+            MHD_USE_NO_LISTEN_SOCKET.rawValue | MHD_USE_INTERNAL_POLLING_THREAD.rawValue | MHD_USE_EPOLL.rawValue
             | MHD_ALLOW_SUSPEND_RESUME.rawValue
         // Headers, the read buffer and the response head share this pool; bodies never enter it.
         let pool = max(config.maxHeaderBytes, 1024) + 8 * 1024
         let limit = config.maxConnections > 0 ? config.maxConnections : Int(Int32.max)
-        daemon = cmhd_start(UInt32(flags), mhdAccess, Unmanaged.passUnretained(self).toOpaque(), mhdCompleted, mhdNotify,
-                            UInt32(max(1, config.requestTimeoutSeconds)), pool, UInt32(limit))
+        daemon = cmhd_start(
+            UInt32(flags), mhdAccess, Unmanaged.passUnretained(self).toOpaque(), mhdCompleted, mhdNotify,
+            UInt32(max(1, config.requestTimeoutSeconds)), pool, UInt32(limit))
         if daemon == nil { throw .start("libmicrohttpd could not start") }
     }
 
@@ -79,9 +81,11 @@ final class MHDDaemon: @unchecked Sendable {
 
     // MARK: Called on libmicrohttpd's thread
 
-    fileprivate func access(_ connection: OpaquePointer, url: String, method: String, version: String,
-                            upload: UnsafePointer<CChar>?, uploadSize: UnsafeMutablePointer<Int>,
-                            context: UnsafeMutablePointer<UnsafeMutableRawPointer?>) -> MHD_Result {
+    fileprivate func access(
+        _ connection: OpaquePointer, url: String, method: String, version: String,
+        upload: UnsafePointer<CChar>?, uploadSize: UnsafeMutablePointer<Int>,
+        context: UnsafeMutablePointer<UnsafeMutableRawPointer?>
+    ) -> MHD_Result {
         let id = UInt64(UInt(bitPattern: cmhd_socket_context(connection)))
         guard let raw = context.pointee else {
             // The headers are in: answer now, or keep state for the body.
@@ -188,9 +192,10 @@ private func daemon(_ cls: UnsafeMutableRawPointer?) -> MHDDaemon {
 
 private let mhdAccess: MHD_AccessHandlerCallback = { cls, connection, url, method, version, upload, uploadSize, context in
     guard let connection, let uploadSize, let context else { return .NO }
-    return daemon(cls).access(connection, url: url.map { String(cString: $0) } ?? "/", method: method.map { String(cString: $0) } ?? "",
-                              version: version.map { String(cString: $0) } ?? "HTTP/1.1", upload: upload, uploadSize: uploadSize,
-                              context: context)
+    return daemon(cls).access(
+        connection, url: url.map { String(cString: $0) } ?? "/", method: method.map { String(cString: $0) } ?? "",
+        version: version.map { String(cString: $0) } ?? "HTTP/1.1", upload: upload, uploadSize: uploadSize,
+        context: context)
 }
 
 private let mhdCompleted: MHD_RequestCompletedCallback = { cls, connection, context, _ in

@@ -37,8 +37,10 @@ public final class MetricsRegistry: Sendable {
         return g
     }
 
-    public func histogram(_ name: String, help: String, labels: [String] = [],
-                          buckets: [Double] = Histogram.defaultBuckets) -> Histogram {
+    public func histogram(
+        _ name: String, help: String, labels: [String] = [],
+        buckets: [Double] = Histogram.defaultBuckets
+    ) -> Histogram {
         let h = Histogram(name: name, help: help, labels: labels, buckets: buckets)
         add(h)
         return h
@@ -283,8 +285,10 @@ public final class CallMetrics: MetricFamily {
 extension MetricsRegistry {
     /// Call metrics whose reason label is one of `reasons` (nil: any) and whose method label takes at
     /// most `maxMethods` values.
-    public func callMetrics(prefix: String, buckets: [Double] = Histogram.defaultBuckets, reasons: Set<String>? = nil,
-                            maxMethods: Int = 256) -> CallMetrics {
+    public func callMetrics(
+        prefix: String, buckets: [Double] = Histogram.defaultBuckets, reasons: Set<String>? = nil,
+        maxMethods: Int = 256
+    ) -> CallMetrics {
         let c = CallMetrics(prefix: prefix, buckets: buckets, reasons: reasons, maxMethods: maxMethods)
         add(c)
         return c

@@ -36,9 +36,11 @@ public struct CallContext: Sendable {
     /// The verified client certificate's subject (mutual TLS), for authorization and logs.
     public var peerSubject: String?
 
-    public init(method: String, metadata: [(name: String, value: String)] = [], deadline: ContinuousClock.Instant? = nil,
-                peer: String = "", requestID: RequestID = RequestID(prefix: "local", number: 0),
-                cancellation: Cancellation = Cancellation(), peerSubject: String? = nil) {
+    public init(
+        method: String, metadata: [(name: String, value: String)] = [], deadline: ContinuousClock.Instant? = nil,
+        peer: String = "", requestID: RequestID = RequestID(prefix: "local", number: 0),
+        cancellation: Cancellation = Cancellation(), peerSubject: String? = nil
+    ) {
         self.method = method
         self.metadata = metadata
         self.deadline = deadline
@@ -117,8 +119,10 @@ public final class Responder: Sendable {
     public func succeed(_ message: some ProtoMessage) {
         let size = message.encodedSize
         var writer = ProtoWriter(capacity: MessageFraming.prefixSize + size)
-        writer.writeRaw([0, UInt8(truncatingIfNeeded: size >> 24), UInt8(truncatingIfNeeded: size >> 16),
-                         UInt8(truncatingIfNeeded: size >> 8), UInt8(truncatingIfNeeded: size)])
+        writer.writeRaw([
+            0, UInt8(truncatingIfNeeded: size >> 24), UInt8(truncatingIfNeeded: size >> 16),
+            UInt8(truncatingIfNeeded: size >> 8), UInt8(truncatingIfNeeded: size),
+        ])
         message.encode(to: &writer)
         succeed(framed: writer.finish())
     }
@@ -158,8 +162,10 @@ public final class StreamWriter: Sendable {
         guard !isDone else { return }
         var writer = ProtoWriter(capacity: MessageFraming.prefixSize + message.encodedSize)
         let size = message.encodedSize
-        writer.writeRaw([0, UInt8(truncatingIfNeeded: size >> 24), UInt8(truncatingIfNeeded: size >> 16),
-                         UInt8(truncatingIfNeeded: size >> 8), UInt8(truncatingIfNeeded: size)])
+        writer.writeRaw([
+            0, UInt8(truncatingIfNeeded: size >> 24), UInt8(truncatingIfNeeded: size >> 16),
+            UInt8(truncatingIfNeeded: size >> 8), UInt8(truncatingIfNeeded: size),
+        ])
         message.encode(to: &writer)
         buffered.add(MessageFraming.prefixSize + size, ordering: .relaxed)
         deliver(.message(writer.finish()))

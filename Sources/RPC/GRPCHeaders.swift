@@ -110,4 +110,3 @@ public enum GRPCHeaders {
         return false
     }
 }
-

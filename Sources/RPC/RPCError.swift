@@ -29,8 +29,9 @@ public struct RPCError: Error, Sendable, Equatable, CustomStringConvertible {
     public var richStatus: RichStatus? {
         guard let reason else { return nil }
         let info = ErrorInfo(reason: reason, domain: RPCError.domain, metadata: metadata)
-        return RichStatus(code: code.rawValue, message: GRPCHeaders.capped(message),
-                          details: [AnyMessage(typeURL: ErrorInfo.typeURL, value: info.encoded())])
+        return RichStatus(
+            code: code.rawValue, message: GRPCHeaders.capped(message),
+            details: [AnyMessage(typeURL: ErrorInfo.typeURL, value: info.encoded())])
     }
 
     // Transport-level failures (gRPC's own rules, no ErrorInfo).
@@ -49,22 +50,25 @@ public struct RPCError: Error, Sendable, Equatable, CustomStringConvertible {
         RPCError(code: .invalidArgument, message: "request message does not decode: \(detail)")
     }
     public static func messageTooLarge(size: Int, limit: Int) -> RPCError {
-        RPCError(code: .resourceExhausted, message: "request message of \(size) bytes exceeds the limit of \(limit)",
-                 reason: "MESSAGE_TOO_LARGE", metadata: ["limit": String(limit), "size": String(size)])
+        RPCError(
+            code: .resourceExhausted, message: "request message of \(size) bytes exceeds the limit of \(limit)",
+            reason: "MESSAGE_TOO_LARGE", metadata: ["limit": String(limit), "size": String(size)])
     }
     public static let shuttingDown = RPCError(
         code: .unavailable, message: "server is shutting down; retry on another replica", reason: "SHUTTING_DOWN")
     /// One connection holds more unfinished request bytes than its budget allows.
     public static func connectionBufferFull(limit: Int) -> RPCError {
-        RPCError(code: .resourceExhausted,
-                 message: "this connection holds more than \(limit) bytes of unfinished requests; retry later or on another connection",
-                 reason: "OVERLOADED", metadata: ["limit": String(limit)])
+        RPCError(
+            code: .resourceExhausted,
+            message: "this connection holds more than \(limit) bytes of unfinished requests; retry later or on another connection",
+            reason: "OVERLOADED", metadata: ["limit": String(limit)])
     }
     public static let overloaded = RPCError(
         code: .resourceExhausted, message: "server is overloaded; retry later", reason: "OVERLOADED")
     /// Something unexpected: a fixed message and the request id that the server log holds.
     public static func `internal`(requestID: String) -> RPCError {
-        RPCError(code: .internal, message: "internal error (request id \(requestID))",
-                 metadata: ["request_id": requestID])
+        RPCError(
+            code: .internal, message: "internal error (request id \(requestID))",
+            metadata: ["request_id": requestID])
     }
 }

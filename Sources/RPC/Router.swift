@@ -59,8 +59,10 @@ public struct CallRecord: Sendable {
 
     /// Inlinable: transports build one per call, and an opaque initializer copies every field once more.
     @inlinable
-    public init(method: String, knownMethod: Bool, code: StatusCode, reason: String?, durationNanoseconds: UInt64, peer: String,
-                 requestIDPrefix: String, requestNumber: UInt64, notes: [(String, String)], peerSubject: String?) {
+    public init(
+        method: String, knownMethod: Bool, code: StatusCode, reason: String?, durationNanoseconds: UInt64, peer: String,
+        requestIDPrefix: String, requestNumber: UInt64, notes: [(String, String)], peerSubject: String?
+    ) {
         self.method = method
         self.knownMethod = knownMethod
         self.code = code
@@ -144,18 +146,21 @@ public struct Router: Sendable {
         _ method: String, _ type: Request.Type, on execution: Execution = .loop,
         _ handler: @escaping @Sendable (CallContext, Request, StreamWriter) -> Void
     ) {
-        streaming["/" + method] = (method, { @Sendable context, bytes, writer in
-            let request: Request
-            do throws(RPCError) {
-                request = try Self.decode(bytes)
-            } catch {
-                return writer.finish(error)
+        streaming["/" + method] = (
+            method,
+            { @Sendable context, bytes, writer in
+                let request: Request
+                do throws(RPCError) {
+                    request = try Self.decode(bytes)
+                } catch {
+                    return writer.finish(error)
+                }
+                switch execution {
+                case .loop: handler(context, request, writer)
+                case .pool(let pool): pool.run { handler(context, request, writer) }
+                }
             }
-            switch execution {
-            case .loop: handler(context, request, writer)
-            case .pool(let pool): pool.run { handler(context, request, writer) }
-            }
-        })
+        )
     }
 
     /// A request message, or the INVALID_ARGUMENT answer for bytes that do not decode as one.

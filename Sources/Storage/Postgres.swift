@@ -31,7 +31,8 @@ final class PGConnection {
         let separator = url.contains("?") ? "&" : "?"
         // tcp_user_timeout: a PostgreSQL cut off without a reset (packets dropped) fails the connection after
         // 10 s of unacknowledged data instead of hanging a pool thread until TCP gives up (minutes).
-        let target = url + separator
+        let target =
+            url + separator
             + "connect_timeout=2&application_name=billingd&keepalives=1&keepalives_idle=10&keepalives_interval=5&keepalives_count=3&tcp_user_timeout=10000"
         let c = PQconnectdb(target)
         guard let c, PQstatus(c) == CONNECTION_OK else {
@@ -49,10 +50,11 @@ final class PGConnection {
             guard let p = PQresultErrorField(r, Int32(UInt8(ascii: "C"))) else { return nil }
             return String(cString: p)
         }
-        let message = result.flatMap { r -> String? in
-            guard let p = PQresultErrorField(r, Int32(UInt8(ascii: "M"))) else { return nil }
-            return String(cString: p)
-        } ?? conn.map { String(cString: PQerrorMessage($0)) } ?? "no connection"
+        let message =
+            result.flatMap { r -> String? in
+                guard let p = PQresultErrorField(r, Int32(UInt8(ascii: "M"))) else { return nil }
+                return String(cString: p)
+            } ?? conn.map { String(cString: PQerrorMessage($0)) } ?? "no connection"
         if lost { close() }
         return StorageError(code: 0, message: message.trimmingCharacters(), sqlState: lost ? nil : state, connectionLost: lost)
     }

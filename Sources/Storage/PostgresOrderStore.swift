@@ -39,10 +39,12 @@ public final class PostgresOrderStore: OrderStore {
         let health = Health()
         self.health = health
         let stats = groups
-        pool = Worker(name: "postgres", threads: connections.count, maxBatch: 64, maxQueued: maxQueued, process: { index, batch in
-            stats.record(batch.count)
-            PostgresOrderStore.runBatch(batch, on: connections[index].value, health: health)
-        }, onStop: { index in connections[index].value.close() })
+        pool = Worker(
+            name: "postgres", threads: connections.count, maxBatch: 64, maxQueued: maxQueued,
+            process: { index, batch in
+                stats.record(batch.count)
+                PostgresOrderStore.runBatch(batch, on: connections[index].value, health: health)
+            }, onStop: { index in connections[index].value.close() })
         sequencer = EventSequencer(url: url)
         let listener = self.listener
         feedListener = FeedListener(url: url) { listener.notify() }
@@ -144,91 +146,108 @@ public final class PostgresOrderStore: OrderStore {
 
     // MARK: OrderStore
 
-    public func create(_ order: NewOrder, abandoned: @escaping @Sendable () -> Bool,
-                       completion: @escaping @Sendable (Result<CreateOutcome, BillingError>) -> Void) {
-        submit(Job(body: { db throws(SQLiteOrderStore.JobFailure) in
-            do throws(StorageError) {
-                if let key = order.idempotencyKey {
-                    if let found = try db.query(OrderRow.selectByKey, [.text(order.accountID), .text(key)], { OrderRow.decode($0) }).first {
-                        return { completion(.success(.existing(found))) }
+    public func create(
+        _ order: NewOrder, abandoned: @escaping @Sendable () -> Bool,
+        completion: @escaping @Sendable (Result<CreateOutcome, BillingError>) -> Void
+    ) {
+        submit(
+            Job(
+                body: { db throws(SQLiteOrderStore.JobFailure) in
+                    do throws(StorageError) {
+                        if let key = order.idempotencyKey {
+                            if let found = try db.query(OrderRow.selectByKey, [.text(order.accountID), .text(key)], { OrderRow.decode($0) }).first {
+                                return { completion(.success(.existing(found))) }
+                            }
+                        }
+                        if abandoned() { return { completion(.failure(.abandoned)) } }
+                        try db.update(OrderRow.insert, OrderRow.values(order.pendingOrder))
+                        try db.update(SQLLedger<PGConnection>.insertEvent, OrderRow.createdEvent(order))
+                    } catch {
+                        throw .storage(error)
                     }
-                }
-                if abandoned() { return { completion(.failure(.abandoned)) } }
-                try db.update(OrderRow.insert, OrderRow.values(order.pendingOrder))
-                try db.update(SQLLedger<PGConnection>.insertEvent, OrderRow.createdEvent(order))
-            } catch {
-                throw .storage(error)
-            }
-            let stored = order.pendingOrder
-            let sequencer = self.sequencer
-            return {
-                sequencer.signal()
-                completion(.success(.created(stored)))
-            }
-        }, fail: { completion(.failure($0)) }))
+                    let stored = order.pendingOrder
+                    let sequencer = self.sequencer
+                    return {
+                        sequencer.signal()
+                        completion(.success(.created(stored)))
+                    }
+                }, fail: { completion(.failure($0)) }))
     }
 
     public func order(id: String, completion: @escaping @Sendable (Result<Order?, BillingError>) -> Void) {
-        submit(Job(body: { db throws(SQLiteOrderStore.JobFailure) in
-            do throws(StorageError) {
-                let found = try db.query(OrderRow.selectByID, [.text(id)], { OrderRow.decode($0) }).first
-                return { completion(.success(found)) }
-            } catch {
-                throw .storage(error)
-            }
-        }, fail: { completion(.failure($0)) }))
+        submit(
+            Job(
+                body: { db throws(SQLiteOrderStore.JobFailure) in
+                    do throws(StorageError) {
+                        let found = try db.query(OrderRow.selectByID, [.text(id)], { OrderRow.decode($0) }).first
+                        return { completion(.success(found)) }
+                    } catch {
+                        throw .storage(error)
+                    }
+                }, fail: { completion(.failure($0)) }))
     }
 
-    public func write<T: Sendable>(abandoned: @escaping @Sendable () -> Bool,
-                                   _ body: @escaping @Sendable (any PurchaseLedger) throws(BillingError) -> Result<T, BillingError>,
-                                   completion: @escaping @Sendable (Result<T, BillingError>) -> Void) {
+    public func write<T: Sendable>(
+        abandoned: @escaping @Sendable () -> Bool,
+        _ body: @escaping @Sendable (any PurchaseLedger) throws(BillingError) -> Result<T, BillingError>,
+        completion: @escaping @Sendable (Result<T, BillingError>) -> Void
+    ) {
         let sequencer = self.sequencer
-        submit(Job(body: { db throws(SQLiteOrderStore.JobFailure) in
-            let box = ErrorBox(), log = LedgerLog()
-            let result: Result<T, BillingError>
-            do throws(BillingError) {
-                if abandoned() { throw .abandoned }
-                result = try body(SQLLedger(db: db, lockOrders: true, lastError: box, log: log))
-            } catch {
-                if case .storageUnavailable(let detail) = error {
-                    throw .storage(box.error ?? StorageError(code: 0, message: detail))
-                }
-                throw .refused(error)
-            }
-            let appended = log.events
-            return {
-                if appended > 0 { sequencer.signal() }
-                completion(result)
-            }
-        }, fail: { completion(.failure($0)) }))
+        submit(
+            Job(
+                body: { db throws(SQLiteOrderStore.JobFailure) in
+                    let box = ErrorBox(), log = LedgerLog()
+                    let result: Result<T, BillingError>
+                    do throws(BillingError) {
+                        if abandoned() { throw .abandoned }
+                        result = try body(SQLLedger(db: db, lockOrders: true, lastError: box, log: log))
+                    } catch {
+                        if case .storageUnavailable(let detail) = error {
+                            throw .storage(box.error ?? StorageError(code: 0, message: detail))
+                        }
+                        throw .refused(error)
+                    }
+                    let appended = log.events
+                    return {
+                        if appended > 0 { sequencer.signal() }
+                        completion(result)
+                    }
+                }, fail: { completion(.failure($0)) }))
     }
 
-    public func read<T: Sendable>(_ body: @escaping @Sendable (any PurchaseLedger) throws(BillingError) -> T,
-                                  completion: @escaping @Sendable (Result<T, BillingError>) -> Void) {
-        submit(Job(body: { db throws(SQLiteOrderStore.JobFailure) in
-            let box = ErrorBox()
-            let result: Result<T, BillingError>
-            do throws(BillingError) {
-                result = .success(try body(SQLLedger(db: db, lastError: box)))
-            } catch {
-                if case .storageUnavailable(let detail) = error {
-                    throw .storage(box.error ?? StorageError(code: 0, message: detail))
-                }
-                result = .failure(error)
-            }
-            return { completion(result) }
-        }, fail: { completion(.failure($0)) }))
+    public func read<T: Sendable>(
+        _ body: @escaping @Sendable (any PurchaseLedger) throws(BillingError) -> T,
+        completion: @escaping @Sendable (Result<T, BillingError>) -> Void
+    ) {
+        submit(
+            Job(
+                body: { db throws(SQLiteOrderStore.JobFailure) in
+                    let box = ErrorBox()
+                    let result: Result<T, BillingError>
+                    do throws(BillingError) {
+                        result = .success(try body(SQLLedger(db: db, lastError: box)))
+                    } catch {
+                        if case .storageUnavailable(let detail) = error {
+                            throw .storage(box.error ?? StorageError(code: 0, message: detail))
+                        }
+                        result = .failure(error)
+                    }
+                    return { completion(result) }
+                }, fail: { completion(.failure($0)) }))
     }
 
     /// Numbers what has committed first, so a reader sees its own writes in the feed at once.
-    public func events(after cursor: UInt64, limit: Int, accountID: String?,
-                       completion: @escaping @Sendable (Result<[EventRecord], BillingError>) -> Void) {
+    public func events(
+        after cursor: UInt64, limit: Int, accountID: String?,
+        completion: @escaping @Sendable (Result<[EventRecord], BillingError>) -> Void
+    ) {
         let sequencer = self.sequencer
-        read({ ledger throws(BillingError) in
-            // On a pool thread, never the caller's (an event loop).
-            sequencer.flush()
-            return try ledger.events(after: cursor, limit: limit, accountID: accountID)
-        }, completion: completion)
+        read(
+            { ledger throws(BillingError) in
+                // On a pool thread, never the caller's (an event loop).
+                sequencer.flush()
+                return try ledger.events(after: cursor, limit: limit, accountID: accountID)
+            }, completion: completion)
     }
 
     public func setEventListener(_ listener: @escaping @Sendable () -> Void) {
@@ -245,35 +264,5 @@ public final class PostgresOrderStore: OrderStore {
         sequencer.signal()
         sequencer.stop()
         feedListener.stop()
-    }
-}
-
-/// Versioned schema for PostgreSQL, applied under an advisory lock so replicas may start at once.
-enum PostgresMigrations {
-    static let lockKey: Int64 = 0x6269_6C6C_696E_6764  // "billingd"
-
-    static let steps = Schema.steps(.postgres)
-
-    static func migrate(_ db: PGConnection) throws(StorageError) {
-        try db.execute("SELECT pg_advisory_lock(\(lockKey))")
-        defer { _ = try? db.execute("SELECT pg_advisory_unlock(\(lockKey))") }
-        try db.execute("CREATE TABLE IF NOT EXISTS billing_schema_migrations (version INTEGER PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())")
-        let current = try db.query("SELECT COALESCE(MAX(version), 0) FROM billing_schema_migrations", [], { $0.int(0) }).first ?? 0
-        guard current <= steps.count else {
-            throw StorageError(code: 0, message: "database schema version \(current) is newer than this billingd (\(steps.count))")
-        }
-        for version in current..<steps.count {
-            try db.execute("BEGIN")
-            do throws(StorageError) {
-                try db.execute(steps[version])
-                // Step 3 added the entitlement table: an older database gets it filled in the same transaction.
-                if version == 2 { try SQLLedger(db: db, lastError: ErrorBox()).backfillIfUpgraded(from: current) }
-                try db.update("INSERT INTO billing_schema_migrations (version) VALUES ($1)", [.int(Int64(version + 1))])
-                try db.execute("COMMIT")
-            } catch {
-                _ = try? db.execute("ROLLBACK")
-                throw error
-            }
-        }
     }
 }

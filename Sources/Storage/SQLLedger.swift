@@ -36,11 +36,17 @@ struct SQLLedger<DB: SQLExecutor>: PurchaseLedger {
         "transaction_id, original_transaction_id, account_id, order_id, product_id, product_kind, purchase_time_ms, expires_time_ms, "
             + "revocation_time_ms, quantity, environment, app_account_token, bundle_id, signed_time_ms, revocation_reason"
     }
-    static var entitlementColumns: String { "account_id, entitlement_key, product_id, product_kind, original_transaction_id, latest_transaction_id, "
-        + "purchase_time_ms, expires_time_ms, revocation_time_ms, grace_period_expires_ms, auto_renew, environment, order_id, ended" }
-    static var eventColumns: String { "feed_cursor, event_type, time_ms, account_id, cause, notification_uuid, transaction_id, order_snapshot, entitlement_snapshot" }
-    static var insertEvent: String { "INSERT INTO events (event_type, time_ms, account_id, cause, notification_uuid, transaction_id, order_snapshot, "
-        + "entitlement_snapshot) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)" }
+    static var entitlementColumns: String {
+        "account_id, entitlement_key, product_id, product_kind, original_transaction_id, latest_transaction_id, "
+            + "purchase_time_ms, expires_time_ms, revocation_time_ms, grace_period_expires_ms, auto_renew, environment, order_id, ended"
+    }
+    static var eventColumns: String {
+        "feed_cursor, event_type, time_ms, account_id, cause, notification_uuid, transaction_id, order_snapshot, entitlement_snapshot"
+    }
+    static var insertEvent: String {
+        "INSERT INTO events (event_type, time_ms, account_id, cause, notification_uuid, transaction_id, order_snapshot, "
+            + "entitlement_snapshot) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
+    }
 
     @discardableResult
     private func run<T>(_ body: () throws(StorageError) -> T) throws(BillingError) -> T {
@@ -63,28 +69,33 @@ struct SQLLedger<DB: SQLExecutor>: PurchaseLedger {
     func owned(transactionID: String) throws(BillingError) -> OwnedTransaction? {
         try run { () throws(StorageError) in
             // PostgreSQL: lock the row, so a completion and a restore of one transaction serialize.
-            try db.query("SELECT \(Self.columns) FROM transactions WHERE transaction_id = $1" + forUpdate,
-                         [.text(transactionID)], { Self.decode($0) }).first
+            try db.query(
+                "SELECT \(Self.columns) FROM transactions WHERE transaction_id = $1" + forUpdate,
+                [.text(transactionID)], { Self.decode($0) }
+            ).first
         }
     }
 
     func insert(_ o: OwnedTransaction) throws(BillingError) {
         let t = o.transaction
         try run { () throws(StorageError) in
-            try db.update("INSERT INTO transactions (\(Self.columns)) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)", [
-                .text(t.transactionID), .text(t.originalTransactionID), .text(o.accountID), o.orderID.map { .text($0) } ?? .null,
-                .text(t.productID), t.productKind.map { .text($0.rawValue) } ?? .null, .int(t.purchaseTimeMs), .int(t.expiresTimeMs),
-                .int(t.revocationTimeMs), .int(Int64(t.quantity)), .int(Int64(t.environment.rawValue)),
-                t.appAccountToken.map { .text($0) } ?? .null, .text(t.bundleID), .int(t.signedTimeMs),
-                t.revocationReason.map { .int(Int64($0)) } ?? .null,
-            ])
+            try db.update(
+                "INSERT INTO transactions (\(Self.columns)) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)",
+                [
+                    .text(t.transactionID), .text(t.originalTransactionID), .text(o.accountID), o.orderID.map { .text($0) } ?? .null,
+                    .text(t.productID), t.productKind.map { .text($0.rawValue) } ?? .null, .int(t.purchaseTimeMs), .int(t.expiresTimeMs),
+                    .int(t.revocationTimeMs), .int(Int64(t.quantity)), .int(Int64(t.environment.rawValue)),
+                    t.appAccountToken.map { .text($0) } ?? .null, .text(t.bundleID), .int(t.signedTimeMs),
+                    t.revocationReason.map { .int(Int64($0)) } ?? .null,
+                ])
         }
     }
 
     func reassign(transactionID: String, accountID: String, orderID: String?) throws(BillingError) {
         try run { () throws(StorageError) in
-            try db.update("UPDATE transactions SET account_id = $1, order_id = $2 WHERE transaction_id = $3",
-                       [.text(accountID), orderID.map { .text($0) } ?? .null, .text(transactionID)])
+            try db.update(
+                "UPDATE transactions SET account_id = $1, order_id = $2 WHERE transaction_id = $3",
+                [.text(accountID), orderID.map { .text($0) } ?? .null, .text(transactionID)])
         }
     }
 
@@ -98,19 +109,22 @@ struct SQLLedger<DB: SQLExecutor>: PurchaseLedger {
         try run { () throws(StorageError) in
             try db.update(
                 "UPDATE transactions SET expires_time_ms = $1, revocation_time_ms = $2, revocation_reason = $3, signed_time_ms = $4 WHERE transaction_id = $5",
-                [.int(t.expiresTimeMs), .int(t.revocationTimeMs), t.revocationReason.map { .int(Int64($0)) } ?? .null,
-                 .int(t.signedTimeMs), .text(t.transactionID)])
+                [
+                    .int(t.expiresTimeMs), .int(t.revocationTimeMs), t.revocationReason.map { .int(Int64($0)) } ?? .null,
+                    .int(t.signedTimeMs), .text(t.transactionID),
+                ])
         }
     }
 
     func complete(_ order: Order) throws(BillingError) {
         let changed = try run { () throws(StorageError) -> Int in
             try db.update(
-                "UPDATE orders SET state = $1, transaction_id = $2, environment = $3, update_time_ms = $4 WHERE order_id = $5 AND state = $6", [
-                .int(Int64(OrderState.completed.rawValue)), order.transactionID.map { .text($0) } ?? .null,
-                order.environment.map { .int(Int64($0.rawValue)) } ?? .null, .int(order.updateTimeMs),
-                .text(order.id), .int(Int64(OrderState.pending.rawValue)),
-            ])
+                "UPDATE orders SET state = $1, transaction_id = $2, environment = $3, update_time_ms = $4 WHERE order_id = $5 AND state = $6",
+                [
+                    .int(Int64(OrderState.completed.rawValue)), order.transactionID.map { .text($0) } ?? .null,
+                    order.environment.map { .int(Int64($0.rawValue)) } ?? .null, .int(order.updateTimeMs),
+                    .text(order.id), .int(Int64(OrderState.pending.rawValue)),
+                ])
         }
         // Another writer changed the order after our read (a replica completed it, or expiry ran):
         // answer the state it is really in, never a COMPLETED it may not be.
@@ -124,8 +138,9 @@ struct SQLLedger<DB: SQLExecutor>: PurchaseLedger {
 
     func move(orderID: String, from: OrderState, to: OrderState, nowMs: Int64) throws(BillingError) -> Order? {
         let changed = try run { () throws(StorageError) -> Int in
-            try db.update("UPDATE orders SET state = $1, update_time_ms = $2 WHERE order_id = $3 AND state = $4",
-                          [.int(Int64(to.rawValue)), .int(nowMs), .text(orderID), .int(Int64(from.rawValue))])
+            try db.update(
+                "UPDATE orders SET state = $1, update_time_ms = $2 WHERE order_id = $3 AND state = $4",
+                [.int(Int64(to.rawValue)), .int(nowMs), .text(orderID), .int(Int64(from.rawValue))])
         }
         guard changed == 1, let moved = try order(id: orderID) else { return nil }
         log?.orders.append(moved)
@@ -135,7 +150,8 @@ struct SQLLedger<DB: SQLExecutor>: PurchaseLedger {
     func pendingOrders(createdBeforeMs cutoffMs: Int64, limit: Int) throws(BillingError) -> [String] {
         try run { () throws(StorageError) in
             try db.query(
-                "SELECT order_id FROM orders WHERE state = $1 AND create_time_ms < $2 ORDER BY create_time_ms LIMIT $3" + (lockOrders ? " FOR UPDATE SKIP LOCKED" : ""),
+                "SELECT order_id FROM orders WHERE state = $1 AND create_time_ms < $2 ORDER BY create_time_ms LIMIT $3"
+                    + (lockOrders ? " FOR UPDATE SKIP LOCKED" : ""),
                 [.int(Int64(OrderState.pending.rawValue)), .int(cutoffMs), .int(Int64(limit))], { $0.text(0) })
         }
     }
@@ -148,34 +164,41 @@ struct SQLLedger<DB: SQLExecutor>: PurchaseLedger {
 
     func transactions(originalTransactionID: String) throws(BillingError) -> [OwnedTransaction] {
         try run { () throws(StorageError) in
-            try db.query("SELECT \(Self.columns) FROM transactions WHERE original_transaction_id = $1 ORDER BY transaction_id",
-                         [.text(originalTransactionID)], { Self.decode($0) })
+            try db.query(
+                "SELECT \(Self.columns) FROM transactions WHERE original_transaction_id = $1 ORDER BY transaction_id",
+                [.text(originalTransactionID)], { Self.decode($0) })
         }
     }
 
     func entitlement(accountID: String, key: String) throws(BillingError) -> EntitlementRecord? {
         try run { () throws(StorageError) in
-            try db.query("SELECT \(Self.entitlementColumns) FROM entitlements WHERE account_id = $1 AND entitlement_key = $2" + forUpdate,
-                         [.text(accountID), .text(key)], { Self.decodeEntitlement($0) }).first ?? nil
+            try db.query(
+                "SELECT \(Self.entitlementColumns) FROM entitlements WHERE account_id = $1 AND entitlement_key = $2" + forUpdate,
+                [.text(accountID), .text(key)], { Self.decodeEntitlement($0) }
+            ).first ?? nil
         }
     }
 
     func entitlements(accountID: String) throws(BillingError) -> [EntitlementRecord] {
         try run { () throws(StorageError) in
-            try db.query("SELECT \(Self.entitlementColumns) FROM entitlements WHERE account_id = $1 ORDER BY entitlement_key",
-                         [.text(accountID)], { Self.decodeEntitlement($0) }).compactMap { $0 }
+            try db.query(
+                "SELECT \(Self.entitlementColumns) FROM entitlements WHERE account_id = $1 ORDER BY entitlement_key",
+                [.text(accountID)], { Self.decodeEntitlement($0) }
+            ).compactMap { $0 }
         }
     }
 
     func put(_ e: EntitlementRecord) throws(BillingError) {
         try run { () throws(StorageError) in
             try db.update("DELETE FROM entitlements WHERE account_id = $1 AND entitlement_key = $2", [.text(e.accountID), .text(e.key)])
-            try db.update("INSERT INTO entitlements (\(Self.entitlementColumns)) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)", [
-                .text(e.accountID), .text(e.key), .text(e.productID), .text(e.productKind.rawValue), .text(e.originalTransactionID),
-                .text(e.latestTransactionID), .int(e.purchaseTimeMs), .int(e.expiresTimeMs), .int(e.revocationTimeMs),
-                .int(e.gracePeriodExpiresTimeMs), .int(e.autoRenew ? 1 : 0), .int(Int64(e.environment.rawValue)),
-                e.orderID.map { .text($0) } ?? .null, .int(e.ended ? 1 : 0),
-            ])
+            try db.update(
+                "INSERT INTO entitlements (\(Self.entitlementColumns)) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
+                [
+                    .text(e.accountID), .text(e.key), .text(e.productID), .text(e.productKind.rawValue), .text(e.originalTransactionID),
+                    .text(e.latestTransactionID), .int(e.purchaseTimeMs), .int(e.expiresTimeMs), .int(e.revocationTimeMs),
+                    .int(e.gracePeriodExpiresTimeMs), .int(e.autoRenew ? 1 : 0), .int(Int64(e.environment.rawValue)),
+                    e.orderID.map { .text($0) } ?? .null, .int(e.ended ? 1 : 0),
+                ])
         }
     }
 
@@ -187,28 +210,39 @@ struct SQLLedger<DB: SQLExecutor>: PurchaseLedger {
 
     func renewal(originalTransactionID: String) throws(BillingError) -> RenewalState? {
         try run { () throws(StorageError) in
-            try db.query("SELECT original_transaction_id, auto_renew, grace_period_expires_ms, signed_time_ms, ended_signed_time_ms FROM renewals WHERE original_transaction_id = $1" + forUpdate,
-                         [.text(originalTransactionID)], { r in
-                RenewalState(originalTransactionID: r.text(0), autoRenew: r.int(1) != 0, gracePeriodExpiresTimeMs: r.int64(2),
-                             signedTimeMs: r.int64(3), endedSignedTimeMs: r.int64(4))
-            }).first
+            try db.query(
+                "SELECT original_transaction_id, auto_renew, grace_period_expires_ms, signed_time_ms, ended_signed_time_ms FROM renewals WHERE original_transaction_id = $1"
+                    + forUpdate,
+                [.text(originalTransactionID)],
+                { r in
+                    RenewalState(
+                        originalTransactionID: r.text(0), autoRenew: r.int(1) != 0, gracePeriodExpiresTimeMs: r.int64(2),
+                        signedTimeMs: r.int64(3), endedSignedTimeMs: r.int64(4))
+                }
+            ).first
         }
     }
 
     func put(_ r: RenewalState) throws(BillingError) {
         try run { () throws(StorageError) in
             try db.update("DELETE FROM renewals WHERE original_transaction_id = $1", [.text(r.originalTransactionID)])
-            try db.update("INSERT INTO renewals (original_transaction_id, auto_renew, grace_period_expires_ms, signed_time_ms, ended_signed_time_ms) VALUES ($1, $2, $3, $4, $5)",
-                          [.text(r.originalTransactionID), .int(r.autoRenew ? 1 : 0), .int(r.gracePeriodExpiresTimeMs), .int(r.signedTimeMs),
-                           .int(r.endedSignedTimeMs)])
+            try db.update(
+                "INSERT INTO renewals (original_transaction_id, auto_renew, grace_period_expires_ms, signed_time_ms, ended_signed_time_ms) VALUES ($1, $2, $3, $4, $5)",
+                [
+                    .text(r.originalTransactionID), .int(r.autoRenew ? 1 : 0), .int(r.gracePeriodExpiresTimeMs), .int(r.signedTimeMs),
+                    .int(r.endedSignedTimeMs),
+                ])
         }
     }
 
     func notification(uuid: String) throws(BillingError) -> NotificationResult? {
         try run { () throws(StorageError) in
-            try db.query("SELECT result FROM notifications WHERE notification_uuid = $1", [.text(uuid)], {
-                NotificationResult(rawValue: $0.text(0)) ?? .applied
-            }).first
+            try db.query(
+                "SELECT result FROM notifications WHERE notification_uuid = $1", [.text(uuid)],
+                {
+                    NotificationResult(rawValue: $0.text(0)) ?? .applied
+                }
+            ).first
         }
     }
 
@@ -220,9 +254,12 @@ struct SQLLedger<DB: SQLExecutor>: PurchaseLedger {
 
     func record(_ n: NotificationRecord) throws(BillingError) {
         try run { () throws(StorageError) in
-            try db.update("INSERT INTO notifications (notification_uuid, notification_type, subtype, signed_time_ms, result, applied_time_ms, transaction_id, signed_payload) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
-                          [.text(n.uuid), .text(n.type), n.subtype.map { .text($0) } ?? .null, .int(n.signedTimeMs), .text(n.result.rawValue),
-                           .int(n.appliedTimeMs), n.transactionID.map { .text($0) } ?? .null, .text(n.signedPayload)])
+            try db.update(
+                "INSERT INTO notifications (notification_uuid, notification_type, subtype, signed_time_ms, result, applied_time_ms, transaction_id, signed_payload) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+                [
+                    .text(n.uuid), .text(n.type), n.subtype.map { .text($0) } ?? .null, .int(n.signedTimeMs), .text(n.result.rawValue),
+                    .int(n.appliedTimeMs), n.transactionID.map { .text($0) } ?? .null, .text(n.signedPayload),
+                ])
         }
     }
 
@@ -234,19 +271,23 @@ struct SQLLedger<DB: SQLExecutor>: PurchaseLedger {
     }
 
     static func values(_ e: EventRecord) -> [SQLValue] {
-        [.int(Int64(e.kind.rawValue)), .int(e.timeMs), .text(e.accountID), .text(e.cause), e.notificationUUID.map { .text($0) } ?? .null,
-         e.transactionID.map { .text($0) } ?? .null, e.order.map { .text(EventSnapshot.encode($0)) } ?? .null,
-         e.entitlement.map { .text(EventSnapshot.encode($0)) } ?? .null]
+        [
+            .int(Int64(e.kind.rawValue)), .int(e.timeMs), .text(e.accountID), .text(e.cause), e.notificationUUID.map { .text($0) } ?? .null,
+            e.transactionID.map { .text($0) } ?? .null, e.order.map { .text(EventSnapshot.encode($0)) } ?? .null,
+            e.entitlement.map { .text(EventSnapshot.encode($0)) } ?? .null,
+        ]
     }
 
     func events(after cursor: UInt64, limit: Int, accountID: String?) throws(BillingError) -> [EventRecord] {
         try run { () throws(StorageError) in
             if let accountID {
-                return try db.query("SELECT \(Self.eventColumns) FROM events WHERE account_id = $1 AND feed_cursor > $2 ORDER BY feed_cursor LIMIT $3",
-                                    [.text(accountID), .int(Int64(clamping: cursor)), .int(Int64(limit))], { Self.decodeEvent($0) })
+                return try db.query(
+                    "SELECT \(Self.eventColumns) FROM events WHERE account_id = $1 AND feed_cursor > $2 ORDER BY feed_cursor LIMIT $3",
+                    [.text(accountID), .int(Int64(clamping: cursor)), .int(Int64(limit))], { Self.decodeEvent($0) })
             }
-            return try db.query("SELECT \(Self.eventColumns) FROM events WHERE feed_cursor > $1 ORDER BY feed_cursor LIMIT $2",
-                                [.int(Int64(clamping: cursor)), .int(Int64(limit))], { Self.decodeEvent($0) })
+            return try db.query(
+                "SELECT \(Self.eventColumns) FROM events WHERE feed_cursor > $1 ORDER BY feed_cursor LIMIT $2",
+                [.int(Int64(clamping: cursor)), .int(Int64(limit))], { Self.decodeEvent($0) })
         }
     }
 
@@ -255,8 +296,9 @@ struct SQLLedger<DB: SQLExecutor>: PurchaseLedger {
     func lockSubscription(originalTransactionID: String) throws(BillingError) {
         guard lockOrders else { return }
         try run { () throws(StorageError) in
-            _ = try db.query("SELECT pg_advisory_xact_lock(\(Self.subscriptionLockSpace), hashtext($1))",
-                             [.text(originalTransactionID)], { _ in 0 })
+            _ = try db.query(
+                "SELECT pg_advisory_xact_lock(\(Self.subscriptionLockSpace), hashtext($1))",
+                [.text(originalTransactionID)], { _ in 0 })
         }
     }
 
@@ -264,8 +306,9 @@ struct SQLLedger<DB: SQLExecutor>: PurchaseLedger {
 
     func accounts(after account: String, limit: Int) throws(BillingError) -> [String] {
         try run { () throws(StorageError) in
-            try db.query("SELECT DISTINCT account_id FROM transactions WHERE account_id > $1 ORDER BY account_id LIMIT $2",
-                         [.text(account), .int(Int64(limit))], { $0.text(0) })
+            try db.query(
+                "SELECT DISTINCT account_id FROM transactions WHERE account_id > $1 ORDER BY account_id LIMIT $2",
+                [.text(account), .int(Int64(limit))], { $0.text(0) })
         }
     }
 
@@ -273,8 +316,11 @@ struct SQLLedger<DB: SQLExecutor>: PurchaseLedger {
     func backfillIfUpgraded(from version: Int) throws(StorageError) {
         guard version >= 1 && version < 3 else { return }
         do throws(BillingError) {
-            _ = try PurchaseRules.backfillEntitlements(self, context: RuleContext(nowMs: SystemClock().nowMilliseconds(),
-                                                                                  cause: .restorePurchases, catalog: nil))
+            _ = try PurchaseRules.backfillEntitlements(
+                self,
+                context: RuleContext(
+                    nowMs: SystemClock().nowMilliseconds(),
+                    cause: .restorePurchases, catalog: nil))
         } catch {
             throw lastError?.error ?? StorageError(code: 0, message: "entitlement backfill: \(error)")
         }
@@ -306,10 +352,11 @@ struct SQLLedger<DB: SQLExecutor>: PurchaseLedger {
     }
 
     static func decodeEvent(_ r: some RowReader) -> EventRecord {
-        var e = EventRecord(kind: EventKind(rawValue: r.int(1)) ?? .orderCreated, timeMs: r.int64(2), accountID: r.text(3),
-                            order: r.optionalText(7).flatMap(EventSnapshot.decodeOrder),
-                            entitlement: r.optionalText(8).flatMap(EventSnapshot.decodeEntitlement),
-                            cause: EventCause(r.text(4), notificationUUID: r.optionalText(5)), transactionID: r.optionalText(6))
+        var e = EventRecord(
+            kind: EventKind(rawValue: r.int(1)) ?? .orderCreated, timeMs: r.int64(2), accountID: r.text(3),
+            order: r.optionalText(7).flatMap(EventSnapshot.decodeOrder),
+            entitlement: r.optionalText(8).flatMap(EventSnapshot.decodeEntitlement),
+            cause: EventCause(r.text(4), notificationUUID: r.optionalText(5)), transactionID: r.optionalText(6))
         e.cursor = UInt64(max(0, r.int64(0)))
         return e
     }

@@ -2,28 +2,6 @@ public import Billing
 import Foundation
 import Synchronization
 
-/// Hands a value to exactly one thread.
-final class Confined<T>: @unchecked Sendable {
-    // Sendable: created on the opening thread, then used only by the one worker thread it is given to.
-    // Checked in debug and test builds (GRDB's SchedulingWatchdog is the model): the first thread that reads
-    // `value` owns it, and a read from any other thread stops the process.
-    private let stored: T
-    #if DEBUG
-    private let owner = Atomic<UInt>(0)
-    #endif
-
-    init(_ value: T) { stored = value }
-
-    var value: T {
-        #if DEBUG
-        let me = UInt(bitPattern: Int(bitPattern: pthread_self()))
-        let (claimed, first) = owner.compareExchange(expected: 0, desired: me, ordering: .relaxed)
-        precondition(claimed || first == me, "a \(T.self) confined to one thread was used from another")
-        #endif
-        return stored
-    }
-}
-
 /// Orders in one SQLite file: WAL, `synchronous=FULL`, versioned migrations.
 ///
 /// One writer thread commits in groups: every job queued while the previous
@@ -200,28 +178,31 @@ public final class SQLiteOrderStore: OrderStore {
 
     // MARK: OrderStore
 
-    public func create(_ order: NewOrder, abandoned: @escaping @Sendable () -> Bool,
-                       completion: @escaping @Sendable (Result<CreateOutcome, BillingError>) -> Void) {
-        let job = WriteJob(body: { db throws(JobFailure) in
-            do throws(StorageError) {
-                if let key = order.idempotencyKey {
-                    let existing = try db.query(OrderRow.selectByKey, [.text(order.accountID), .text(key)], { OrderRow.decode($0) })
-                    if let found = existing.first { return { completion(.success(.existing(found))) } }
+    public func create(
+        _ order: NewOrder, abandoned: @escaping @Sendable () -> Bool,
+        completion: @escaping @Sendable (Result<CreateOutcome, BillingError>) -> Void
+    ) {
+        let job = WriteJob(
+            body: { db throws(JobFailure) in
+                do throws(StorageError) {
+                    if let key = order.idempotencyKey {
+                        let existing = try db.query(OrderRow.selectByKey, [.text(order.accountID), .text(key)], { OrderRow.decode($0) })
+                        if let found = existing.first { return { completion(.success(.existing(found))) } }
+                    }
+                    if abandoned() { return { completion(.failure(.abandoned)) } }
+                    try db.update(OrderRow.insert, OrderRow.values(order.pendingOrder))
+                    try db.update(SQLLedger<SQLiteConnection>.insertEvent, OrderRow.createdEvent(order))
+                } catch {
+                    throw .storage(error)
                 }
-                if abandoned() { return { completion(.failure(.abandoned)) } }
-                try db.update(OrderRow.insert, OrderRow.values(order.pendingOrder))
-                try db.update(SQLLedger<SQLiteConnection>.insertEvent, OrderRow.createdEvent(order))
-            } catch {
-                throw .storage(error)
-            }
-            let stored = order.pendingOrder
-            let cache = self.cache, listener = self.listener
-            return {
-                cache.written(stored)
-                listener.notify()
-                completion(.success(.created(stored)))
-            }
-        }, fail: { completion(.failure($0)) })
+                let stored = order.pendingOrder
+                let cache = self.cache, listener = self.listener
+                return {
+                    cache.written(stored)
+                    listener.notify()
+                    completion(.success(.created(stored)))
+                }
+            }, fail: { completion(.failure($0)) })
         if let refusal = writer.submit(job).refusal { completion(.failure(refusal)) }
     }
 
@@ -244,33 +225,38 @@ public final class SQLiteOrderStore: OrderStore {
         if let refusal = queued.refusal { completion(.failure(refusal)) }
     }
 
-    public func write<T: Sendable>(abandoned: @escaping @Sendable () -> Bool,
-                                   _ body: @escaping @Sendable (any PurchaseLedger) throws(BillingError) -> Result<T, BillingError>,
-                                   completion: @escaping @Sendable (Result<T, BillingError>) -> Void) {
+    public func write<T: Sendable>(
+        abandoned: @escaping @Sendable () -> Bool,
+        _ body: @escaping @Sendable (any PurchaseLedger) throws(BillingError) -> Result<T, BillingError>,
+        completion: @escaping @Sendable (Result<T, BillingError>) -> Void
+    ) {
         let cache = self.cache, listener = self.listener
-        let job = WriteJob(body: { db throws(JobFailure) in
-            let log = LedgerLog()
-            let result: Result<T, BillingError>
-            do throws(BillingError) {
-                if abandoned() { throw .abandoned }
-                result = try body(SQLLedger(db: db, log: log))
-            } catch {
-                if case .storageUnavailable(let detail) = error { throw .storage(StorageError(code: 0, message: detail)) }
-                throw .refused(error)
-            }
-            // Once durable: every order change goes through the cache before the caller hears of it.
-            let changed = log.orders, appended = log.events
-            return {
-                for order in changed { cache.written(order) }
-                if appended > 0 { listener.notify() }
-                completion(result)
-            }
-        }, fail: { completion(.failure($0)) })
+        let job = WriteJob(
+            body: { db throws(JobFailure) in
+                let log = LedgerLog()
+                let result: Result<T, BillingError>
+                do throws(BillingError) {
+                    if abandoned() { throw .abandoned }
+                    result = try body(SQLLedger(db: db, log: log))
+                } catch {
+                    if case .storageUnavailable(let detail) = error { throw .storage(StorageError(code: 0, message: detail)) }
+                    throw .refused(error)
+                }
+                // Once durable: every order change goes through the cache before the caller hears of it.
+                let changed = log.orders, appended = log.events
+                return {
+                    for order in changed { cache.written(order) }
+                    if appended > 0 { listener.notify() }
+                    completion(result)
+                }
+            }, fail: { completion(.failure($0)) })
         if let refusal = writer.submit(job).refusal { completion(.failure(refusal)) }
     }
 
-    public func read<T: Sendable>(_ body: @escaping @Sendable (any PurchaseLedger) throws(BillingError) -> T,
-                                  completion: @escaping @Sendable (Result<T, BillingError>) -> Void) {
+    public func read<T: Sendable>(
+        _ body: @escaping @Sendable (any PurchaseLedger) throws(BillingError) -> T,
+        completion: @escaping @Sendable (Result<T, BillingError>) -> Void
+    ) {
         let queued = read { db in
             do throws(BillingError) {
                 completion(.success(try body(SQLLedger(db: db))))
@@ -291,135 +277,5 @@ public final class SQLiteOrderStore: OrderStore {
         writer.stop()
         for r in readers { r.stop() }
         checkpointer.stop()
-    }
-}
-
-/// How an order maps to the `orders` table.
-enum OrderRow {
-    static let columns = "order_id, account_id, product_id, quantity, state, idempotency_key, create_time_ms, update_time_ms, transaction_id, environment"
-    static let selectByID = "SELECT \(columns) FROM orders WHERE order_id = $1"
-    static let selectByKey = "SELECT \(columns) FROM orders WHERE account_id = $1 AND idempotency_key = $2"
-    static let insert = "INSERT INTO orders (\(columns)) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
-
-    /// The ORDER_CREATED event of a new order.
-    static func createdEvent(_ order: NewOrder) -> [SQLValue] {
-        SQLLedger<SQLiteConnection>.values(EventRecord(kind: .orderCreated, timeMs: order.createTimeMs, accountID: order.accountID,
-                                                       order: order.pendingOrder, cause: .createOrder))
-    }
-
-    static func values(_ o: Order) -> [SQLValue] {
-        [.text(o.id), .text(o.accountID), .text(o.productID), .int(Int64(o.quantity)), .int(Int64(o.state.rawValue)),
-         o.idempotencyKey.map { .text($0) } ?? .null, .int(o.createTimeMs), .int(o.updateTimeMs),
-         o.transactionID.map { .text($0) } ?? .null, o.environment.map { .int(Int64($0.rawValue)) } ?? .null]
-    }
-
-    static func decode(_ row: some RowReader) -> Order {
-        Order(id: row.text(0), accountID: row.text(1), productID: row.text(2), quantity: row.int(3),
-              state: OrderState(rawValue: row.int(4)) ?? .pending, idempotencyKey: row.optionalText(5),
-              createTimeMs: row.int64(6), updateTimeMs: row.int64(7), transactionID: row.optionalText(8),
-              environment: row.isNull(9) ? nil : StoreEnvironment(rawValue: row.int(9)))
-    }
-}
-
-/// Versioned schema changes, applied in order inside one transaction each; `PRAGMA user_version` records the last.
-enum SQLiteMigrations {
-    static let steps = Schema.steps(.sqlite)
-
-    static func migrate(_ db: SQLiteConnection) throws(StorageError) {
-        let current = try db.userVersion()
-        guard current <= steps.count else {
-            throw StorageError(code: 0, message: "database schema version \(current) is newer than this billingd (\(steps.count))")
-        }
-        for version in current..<steps.count {
-            try db.execute("BEGIN IMMEDIATE")
-            do {
-                try db.execute(steps[version])
-                // Step 3 added the entitlement table: an older database gets it filled in the same transaction.
-                if version == 2 { try SQLLedger(db: db, lastError: ErrorBox()).backfillIfUpgraded(from: current) }
-                try db.execute("PRAGMA user_version = \(version + 1)")
-                try db.execute("COMMIT")
-            } catch {
-                try? db.execute("ROLLBACK")
-                throw error
-            }
-        }
-    }
-}
-
-/// Counts of group commits: how many, how many writes, the largest group.
-public final class GroupStats: Sendable {
-    private let state = Mutex<(commits: Int, writes: Int, largest: Int)>((0, 0, 0))
-    func record(_ size: Int) {
-        state.withLock { $0.commits += 1; $0.writes += size; $0.largest = max($0.largest, size) }
-    }
-    public var commits: Int { state.withLock { $0.commits } }
-    public var writes: Int { state.withLock { $0.writes } }
-    public var largest: Int { state.withLock { $0.largest } }
-}
-
-/// When the writer checkpoints itself, between groups. Past `walLimitBytes` (1 MiB) it does, and
-/// `journal_size_limit` truncates the WAL back to that size when it restarts, so a nearly full disk keeps room
-/// for a checkpoint to grow the database file (docs/FAULTS.md). While the file system has `roomyFreeBytes` free,
-/// the WAL may reach `walRoomyLimitBytes` (16 MiB) and is kept at that size: fewer, larger checkpoints copy a page
-/// that many commits rewrote (index leaves) once, and a WAL rewritten in place needs no new blocks (per
-/// notification: pwrite64 10 -> 7, pread64 2.6 -> 1.5, fdatasync 0.05 -> 0.03, 7 us less system time).
-/// Writer thread only.
-final class WALPolicy {
-    let walPath: String
-    /// The file system had room when last looked at (statvfs runs only once the WAL is past 1 MiB).
-    private(set) var roomy = false
-
-    init(walPath: String) { self.walPath = walPath }
-
-    /// Pure: whether a WAL of `walBytes` calls for a checkpoint now.
-    static func needsCheckpoint(walBytes: Int, roomy: Bool) -> Bool {
-        walBytes > (roomy ? SQLiteOrderStore.walRoomyLimitBytes : SQLiteOrderStore.walLimitBytes)
-    }
-
-    func afterGroup(committed: Bool, on db: SQLiteConnection) {
-        let wal = SQLiteOrderStore.fileSize(walPath)
-        if wal > SQLiteOrderStore.walLimitBytes {
-            let now = SQLiteOrderStore.hasRoom(walPath)
-            if now != roomy {
-                roomy = now
-                let limit = now ? SQLiteOrderStore.walRoomyLimitBytes : SQLiteOrderStore.walLimitBytes
-                try? db.execute("PRAGMA journal_size_limit=\(limit)")
-            }
-        }
-        if !committed || Self.needsCheckpoint(walBytes: wal, roomy: roomy) {
-            try? db.execute("PRAGMA wal_checkpoint(PASSIVE)")
-        }
-    }
-}
-
-/// Copies the WAL back into the database file on its own thread and connection (PASSIVE: it never blocks
-/// the writer or readers), every 200 ms while there is something to copy, so commits never pay for it.
-final class Checkpointer: Sendable {
-    private let stopped = Atomic<Bool>(false)
-    private let wake = DispatchSemaphore(value: 0)
-    private let finished = DispatchSemaphore(value: 0)
-
-    init(path: String) throws(StorageError) {
-        let opened = try SQLiteConnection(path: path)
-        try opened.execute("PRAGMA busy_timeout=5000")
-        let connection = Confined(opened)  // from here on, the checkpoint thread's alone
-        let thread = Thread { [self] in
-            while !stopped.load(ordering: .relaxed) {
-                _ = wake.wait(timeout: .now() + .milliseconds(200))
-                try? connection.value.execute("PRAGMA wal_checkpoint(PASSIVE)")
-            }
-            // A last full copy, so a clean stop leaves a small WAL.
-            try? connection.value.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            connection.value.close()
-            finished.signal()
-        }
-        thread.name = "sqlite-checkpoint"
-        thread.start()
-    }
-
-    func stop() {
-        guard !stopped.exchange(true, ordering: .relaxed) else { return }
-        wake.signal()
-        finished.wait()
     }
 }

@@ -19,20 +19,24 @@ enum AppStoreCommands {
                 req.sinceTimeMs = ms
             }
             let r = try call(options, "billing.admin.v1.Admin/Reconcile", req, ReconcileResponse.self)
-            print(JSON.object([("startTimeMs", JSON.quote(String(r.startTimeMs))), ("endTimeMs", JSON.quote(String(r.endTimeMs))),
-                               ("pages", String(r.pages)), ("applied", String(r.applied)), ("duplicate", String(r.duplicate)),
-                               ("ignored", String(r.ignored)), ("rejected", String(r.rejected))]))
+            print(
+                JSON.object([
+                    ("startTimeMs", JSON.quote(String(r.startTimeMs))), ("endTimeMs", JSON.quote(String(r.endTimeMs))),
+                    ("pages", String(r.pages)), ("applied", String(r.applied)), ("duplicate", String(r.duplicate)),
+                    ("ignored", String(r.ignored)), ("rejected", String(r.rejected)),
+                ]))
         case "lookup-order":
             guard options.positional.count == 2 else { throw Usage(message: "admin lookup-order needs the ORDER_ID of a receipt email") }
             var req = LookUpOrderRequest()
             req.customerOrderID = options.positional[1]
             let r = try call(options, "billing.admin.v1.Admin/LookUpOrder", req, LookUpOrderResponse.self)
-            print(JSON.object([
-                ("found", String(r.found)), ("environment", r.found ? JSON.quote(r.environment.description) : nil),
-                ("transactions", "[" + r.transactions.map { JSON.transaction($0, indent: 1) }.joined(separator: ", ") + "]"),
-                ("orders", "[" + r.orders.map { JSON.order($0, indent: 1) }.joined(separator: ", ") + "]"),
-                ("accountIds", "[" + r.accountIDs.map(JSON.quote).joined(separator: ", ") + "]"),
-            ]))
+            print(
+                JSON.object([
+                    ("found", String(r.found)), ("environment", r.found ? JSON.quote(r.environment.description) : nil),
+                    ("transactions", "[" + r.transactions.map { JSON.transaction($0, indent: 1) }.joined(separator: ", ") + "]"),
+                    ("orders", "[" + r.orders.map { JSON.order($0, indent: 1) }.joined(separator: ", ") + "]"),
+                    ("accountIds", "[" + r.accountIDs.map(JSON.quote).joined(separator: ", ") + "]"),
+                ]))
         case "test-notification":
             var req = RequestTestNotificationRequest()
             req.environment = env == .production ? .production : .sandbox
@@ -44,8 +48,11 @@ enum AppStoreCommands {
             req.testNotificationToken = options.positional[1]
             req.environment = env == .production ? .production : .sandbox
             let r = try call(options, "billing.admin.v1.Admin/GetTestNotificationStatus", req, GetTestNotificationStatusResponse.self)
-            print(JSON.object([("sendAttemptResults", "[" + r.sendAttemptResults.map(JSON.quote).joined(separator: ", ") + "]"),
-                               ("notificationUuid", JSON.quote(r.notificationUUID))]))
+            print(
+                JSON.object([
+                    ("sendAttemptResults", "[" + r.sendAttemptResults.map(JSON.quote).joined(separator: ", ") + "]"),
+                    ("notificationUuid", JSON.quote(r.notificationUUID)),
+                ]))
         default:
             throw Usage(message: "unknown admin command '\(sub)'")
         }
@@ -70,7 +77,8 @@ enum AppStoreCommands {
         }
         let (sub, id) = (options.positional[0], options.positional[1])
         guard let keyID = options.named["key-id"], let issuer = options.named["issuer-id"], let keyPath = options.named["private-key"],
-              let bundle = options.named["bundle-id"] else {
+            let bundle = options.named["bundle-id"]
+        else {
             throw Usage(message: "appstore needs --key-id, --issuer-id, --private-key PATH and --bundle-id")
         }
         guard let pem = FileManager.default.contents(atPath: keyPath) else { throw Usage(message: "cannot read \(keyPath)") }
@@ -91,9 +99,12 @@ enum AppStoreCommands {
         case "history": signed = try client.fullHistory(id, in: env)
         case "statuses":
             for s in try client.subscriptionStatuses(id, in: env) {
-                print(JSON.object([("subscriptionGroupIdentifier", JSON.quote(s.groupID)), ("status", String(s.status)),
-                                   ("originalTransactionId", JSON.quote(s.originalTransactionID)),
-                                   ("transaction", decoded(s.signedTransactionInfo)), ("renewalInfo", decoded(s.signedRenewalInfo))]))
+                print(
+                    JSON.object([
+                        ("subscriptionGroupIdentifier", JSON.quote(s.groupID)), ("status", String(s.status)),
+                        ("originalTransactionId", JSON.quote(s.originalTransactionID)),
+                        ("transaction", decoded(s.signedTransactionInfo)), ("renewalInfo", decoded(s.signedRenewalInfo)),
+                    ]))
             }
             return
         case "lookup":
@@ -126,8 +137,10 @@ enum AppStoreCommands {
                 if !r.sendAttemptResults.isEmpty { break }
                 Thread.sleep(forTimeInterval: 0.5)
             } while Date() < deadline
-            fields += [("sendAttemptResults", "[" + r.sendAttemptResults.map(JSON.quote).joined(separator: ", ") + "]"),
-                       ("notificationUuid", JSON.quote(r.notificationUUID))]
+            fields += [
+                ("sendAttemptResults", "[" + r.sendAttemptResults.map(JSON.quote).joined(separator: ", ") + "]"),
+                ("notificationUuid", JSON.quote(r.notificationUUID)),
+            ]
         }
         print(JSON.object(fields))
     }

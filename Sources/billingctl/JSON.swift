@@ -59,15 +59,16 @@ enum JSON {
 
 extension JSON {
     static func transaction(_ t: Transaction, indent: Int) -> String {
-        object([
-            ("transactionId", quote(t.transactionID)), ("originalTransactionId", quote(t.originalTransactionID)),
-            ("productId", quote(t.productID)), ("productType", quote(t.productType.description)),
-            ("purchaseTimeMs", quote(String(t.purchaseTimeMs))),
-            ("expiresTimeMs", t.expiresTimeMs == 0 ? nil : quote(String(t.expiresTimeMs))),
-            ("revocationTimeMs", t.revocationTimeMs == 0 ? nil : quote(String(t.revocationTimeMs))),
-            ("quantity", t.quantity == 0 ? nil : String(t.quantity)), ("environment", quote(t.environment.description)),
-            ("appAccountToken", t.appAccountToken.isEmpty ? nil : quote(t.appAccountToken)), ("bundleId", quote(t.bundleID)),
-        ], indent: indent)
+        object(
+            [
+                ("transactionId", quote(t.transactionID)), ("originalTransactionId", quote(t.originalTransactionID)),
+                ("productId", quote(t.productID)), ("productType", quote(t.productType.description)),
+                ("purchaseTimeMs", quote(String(t.purchaseTimeMs))),
+                ("expiresTimeMs", t.expiresTimeMs == 0 ? nil : quote(String(t.expiresTimeMs))),
+                ("revocationTimeMs", t.revocationTimeMs == 0 ? nil : quote(String(t.revocationTimeMs))),
+                ("quantity", t.quantity == 0 ? nil : String(t.quantity)), ("environment", quote(t.environment.description)),
+                ("appAccountToken", t.appAccountToken.isEmpty ? nil : quote(t.appAccountToken)), ("bundleId", quote(t.bundleID)),
+            ], indent: indent)
     }
 
     static func submitResponse(_ r: SubmitReceiptResponse) -> String {

@@ -145,8 +145,9 @@ enum LoadCommand {
                     group.leave()
                 }
                 do {
-                    try drive(connection: c, s: s, options: options, inputs: inputs, inFlight: perConnection, shared: shared,
-                              start: start, tally: &tally)
+                    try drive(
+                        connection: c, s: s, options: options, inputs: inputs, inFlight: perConnection, shared: shared,
+                        start: start, tally: &tally)
                 } catch {
                     tally.transportErrors += 1
                     FileHandle.standardError.write(Data("billingctl load: connection \(c): \(error)\n".utf8))
@@ -160,8 +161,10 @@ enum LoadCommand {
             if interactive {
                 let t = Double(Monotonic.nanos() - start) / 1e9
                 let n = shared.completed.load(ordering: .relaxed)
-                print(String(format: "\r  %6.1f s  %10d calls  %9.0f calls/s  %d errors   ", t, n, Double(n) / t,
-                             shared.errors.load(ordering: .relaxed)), terminator: "")
+                print(
+                    String(
+                        format: "\r  %6.1f s  %10d calls  %9.0f calls/s  %d errors   ", t, n, Double(n) / t,
+                        shared.errors.load(ordering: .relaxed)), terminator: "")
                 fflush(nil)
             }
         }
@@ -170,8 +173,12 @@ enum LoadCommand {
         let report = Report(tallies.withLock { $0 }, elapsed: elapsed, settings: s)
         print(s.json ? report.json : report.table)
         if report.errorPercent > s.maxErrorPercent {
-            FileHandle.standardError.write(Data(String(format: "billingctl load: %.3f%% errors, above --max-errors %.3f%%\n",
-                                                       report.errorPercent, s.maxErrorPercent).utf8))
+            FileHandle.standardError.write(
+                Data(
+                    String(
+                        format: "billingctl load: %.3f%% errors, above --max-errors %.3f%%\n",
+                        report.errorPercent, s.maxErrorPercent
+                    ).utf8))
             exit(1)
         }
     }
@@ -201,8 +208,9 @@ enum LoadCommand {
             let base = UInt64.random(in: 1_000_000_000_000...9_000_000_000_000) * 100
             let now = Int64(Date().timeIntervalSince1970 * 1000)
             for i in 0..<budget {
-                var t = TestStore.Transaction(transactionID: String(base + UInt64(i)), productID: s.product, bundleID: s.bundle,
-                                              environment: "Xcode", purchaseDate: now - 60_000)
+                var t = TestStore.Transaction(
+                    transactionID: String(base + UInt64(i)), productID: s.product, bundleID: s.bundle,
+                    environment: "Xcode", purchaseDate: now - 60_000)
                 t.revocationDate = now
                 t.revocationReason = 0
                 var n = TestStore.Notification(type: "REFUND", signedDate: now, bundleID: s.bundle)
@@ -216,8 +224,9 @@ enum LoadCommand {
             let base = UInt64.random(in: 1_000_000_000_000...9_000_000_000_000) * 100
             let now = Int64(Date().timeIntervalSince1970 * 1000)
             for i in 0..<(kinds.contains(.submit) ? budget : 0) {
-                var t = TestStore.Transaction(transactionID: String(base + UInt64(i)), productID: s.product, bundleID: s.bundle,
-                                              environment: "Xcode", purchaseDate: now)
+                var t = TestStore.Transaction(
+                    transactionID: String(base + UInt64(i)), productID: s.product, bundleID: s.bundle,
+                    environment: "Xcode", purchaseDate: now)
                 t.signedDate = now
                 signed.append(try store.signedTransaction(t))
             }
@@ -230,8 +239,9 @@ enum LoadCommand {
                 receipts.append(try store.appReceipt(bundleID: s.bundle, inApp: [p]))
             }
             for i in 0..<(kinds.contains(.restore) ? 100 : 0) {
-                let t = TestStore.Transaction(transactionID: String(base + 90_000_000 + UInt64(i)), productID: s.product,
-                                              bundleID: s.bundle, environment: "Xcode", purchaseDate: now)
+                let t = TestStore.Transaction(
+                    transactionID: String(base + 90_000_000 + UInt64(i)), productID: s.product,
+                    bundleID: s.bundle, environment: "Xcode", purchaseDate: now)
                 restore.append(try store.signedTransaction(t))
             }
         }
@@ -248,8 +258,10 @@ enum LoadCommand {
     /// Runs one connection's share of the load; when connecting fails or the connection drops, counts a
     /// transport error and connects again after an exponential backoff (50 ms doubling up to 1 s), until the
     /// run stops or connecting has failed for `giveUpSeconds` in a row.
-    static func drive(connection index: Int, s: Settings, options: Options, inputs: Inputs, inFlight: Int, shared: Shared,
-                      start: UInt64, tally: inout Tally) throws {
+    static func drive(
+        connection index: Int, s: Settings, options: Options, inputs: Inputs, inFlight: Int, shared: Shared,
+        start: UInt64, tally: inout Tally
+    ) throws {
         var backoffMs = 50
         var lastError = ""
         var failingSince: UInt64?
@@ -274,8 +286,9 @@ enum LoadCommand {
                 }
                 failingSince = nil
                 backoffMs = 50
-                try drive(client: client, connection: index, s: s, inputs: inputs, inFlight: inFlight, shared: shared,
-                          start: start, tally: &tally)
+                try drive(
+                    client: client, connection: index, s: s, inputs: inputs, inFlight: inFlight, shared: shared,
+                    start: start, tally: &tally)
                 return
             } catch {
                 tally.transportErrors += 1
@@ -295,8 +308,10 @@ enum LoadCommand {
     /// How long one connection keeps trying to connect before it gives up.
     static let giveUpSeconds = 10.0
 
-    static func drive(client: Client, connection index: Int, s: Settings, inputs: Inputs, inFlight: Int, shared: Shared,
-                      start: UInt64, tally: inout Tally) throws {
+    static func drive(
+        client: Client, connection index: Int, s: Settings, inputs: Inputs, inFlight: Int, shared: Shared,
+        start: UInt64, tally: inout Tally
+    ) throws {
         client.setReceiveTimeout(milliseconds: 50)
         var pending: [Int32: Pending] = [:]
         var rng = SystemRandomNumberGenerator()
@@ -354,8 +369,9 @@ enum LoadCommand {
                 body = r.encoded()
             }
             let method = followUp != nil ? Kind.create.method : kind.method
-            let id = try client.start(method, body: MessageFraming.frame(body),
-                                      timeoutNanoseconds: Int64(s.deadlineSeconds * 1e9))
+            let id = try client.start(
+                method, body: MessageFraming.frame(body),
+                timeoutNanoseconds: Int64(s.deadlineSeconds * 1e9))
             pending[id] = Pending(kind: kind, startedAt: startedAt, proof: followUp)
         }
 
@@ -363,8 +379,9 @@ enum LoadCommand {
             var r = SubmitReceiptRequest()
             r.orderID = orderID
             r.proof = p.kind == .submit ? .signedTransaction(inputs.signed[p.proof!]) : .appReceipt(inputs.receipts[p.proof!])
-            let id = try client.start(Kind.submit.method, body: MessageFraming.frame(r.encoded()),
-                                      timeoutNanoseconds: Int64(s.deadlineSeconds * 1e9))
+            let id = try client.start(
+                Kind.submit.method, body: MessageFraming.frame(r.encoded()),
+                timeoutNanoseconds: Int64(s.deadlineSeconds * 1e9))
             pending[id] = Pending(kind: p.kind, startedAt: Monotonic.nanos(), proof: nil)
         }
 
@@ -459,9 +476,10 @@ enum LoadCommand {
         }
 
         var table: String {
-            var out = String(format: "%d calls in %.2f s: %.0f calls/s (%d connections, %d in flight%@)\n", calls, elapsed,
-                             Double(calls) / elapsed, settings.connections, settings.concurrency,
-                             settings.rate.map { String(format: ", open loop at %.0f/s", $0) } ?? "")
+            var out = String(
+                format: "%d calls in %.2f s: %.0f calls/s (%d connections, %d in flight%@)\n", calls, elapsed,
+                Double(calls) / elapsed, settings.connections, settings.concurrency,
+                settings.rate.map { String(format: ", open loop at %.0f/s", $0) } ?? "")
             out += "latency ms: " + percentiles.map { String(format: "%@ %.3f", $0.0, $0.1) }.joined(separator: "  ")
             out += String(format: "  max %.3f\n", maxMs)
             out += "by method: " + byMethod.sorted { $0.key < $1.key }.map { "\($0.key) \($0.value)" }.joined(separator: ", ") + "\n"

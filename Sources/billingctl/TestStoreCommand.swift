@@ -23,8 +23,11 @@ enum TestStoreCommand {
         case "init":
             try TestStore.initialize(directory: dir)
             let store = try TestStore.open(directory: dir, create: false)
-            print(JSON.object([("directory", JSON.quote(dir)), ("root", JSON.quote(store.rootPath)),
-                               ("note", JSON.quote("start billingd with --dev --dev-store \(dir), or --trust-root \(store.rootPath) --environments xcode"))]))
+            print(
+                JSON.object([
+                    ("directory", JSON.quote(dir)), ("root", JSON.quote(store.rootPath)),
+                    ("note", JSON.quote("start billingd with --dev --dev-store \(dir), or --trust-root \(store.rootPath) --environments xcode")),
+                ]))
         case "transaction":
             let store = try TestStore.open(directory: dir, create: false)
             print(try store.signedTransaction(transaction(options)))
@@ -44,8 +47,10 @@ enum TestStoreCommand {
                 if parts.count > 3 { p.expiresDate = Int64(parts[3]) }
                 purchases.append(p)
             }
-            print(try store.appReceipt(bundleID: options.named["bundle-id"] ?? "com.example.app",
-                                       receiptType: options.named["receipt-type"] ?? "Xcode", inApp: purchases))
+            print(
+                try store.appReceipt(
+                    bundleID: options.named["bundle-id"] ?? "com.example.app",
+                    receiptType: options.named["receipt-type"] ?? "Xcode", inApp: purchases))
         default:
             throw Usage(message: "unknown teststore command '\(sub)'")
         }
@@ -64,9 +69,10 @@ enum TestStoreCommand {
             guard let n = Int64(v) else { throw Usage(message: "--\(name) takes milliseconds since 1970") }
             return n
         }
-        var t = TestStore.Transaction(transactionID: options.named["transaction-id"] ?? randomTransactionID(), productID: product,
-                                      type: type, bundleID: options.named["bundle-id"] ?? "com.example.app",
-                                      environment: environment, purchaseDate: try ms("purchase-date") ?? nowMs())
+        var t = TestStore.Transaction(
+            transactionID: options.named["transaction-id"] ?? randomTransactionID(), productID: product,
+            type: type, bundleID: options.named["bundle-id"] ?? "com.example.app",
+            environment: environment, purchaseDate: try ms("purchase-date") ?? nowMs())
         t.originalTransactionID = options.named["original-transaction-id"]
         t.appAccountToken = options.named["app-account-token"]
         t.expiresDate = try ms("expires-date")
@@ -100,8 +106,9 @@ enum Demo {
         print(JSON.order(order))
 
         print("2. The app buys with StoreKit; the test store signs the transaction (appAccountToken = order id)")
-        var t = TestStore.Transaction(transactionID: TestStoreCommand.randomTransactionID(), productID: product, bundleID: bundle,
-                                      environment: "Xcode", purchaseDate: TestStoreCommand.nowMs())
+        var t = TestStore.Transaction(
+            transactionID: TestStoreCommand.randomTransactionID(), productID: product, bundleID: bundle,
+            environment: "Xcode", purchaseDate: TestStoreCommand.nowMs())
         t.appAccountToken = order.orderID
         let jws = try store.signedTransaction(t)
         print("   signed transaction \(t.transactionID): \(jws.prefix(48))... (\(jws.utf8.count) bytes)")

@@ -6,48 +6,48 @@ import RPC
 
 /// billingctl: a command-line client for billingd.
 let usage = """
-usage: billingctl [--addr HOST:PORT] [--tls [--ca PATH | --insecure]] [--api-key KEY] [--timeout SECONDS] COMMAND [options]
+    usage: billingctl [--addr HOST:PORT] [--tls [--ca PATH | --insecure]] [--api-key KEY] [--timeout SECONDS] COMMAND [options]
 
-commands:
-  health [--service NAME]                         grpc.health.v1.Health/Check
-  create-order --account ID --product ID [--idempotency-key K] [--quantity N]
-  get-order ORDER_ID
-  submit-receipt ORDER_ID (--signed-transaction JWS | --app-receipt BASE64) [--transaction-id ID]
-  restore --account ID [--app-receipt BASE64] [--signed-transaction JWS ...]
-  teststore init [DIR]                            make a local CA (root, intermediate, leaf with Apple's marker OIDs)
-  teststore transaction --product ID [--type non_consumable|consumable|auto_renewable_subscription|non_renewing_subscription]
-        [--bundle-id ID] [--environment xcode|sandbox|production] [--transaction-id ID] [--original-transaction-id ID]
-        [--app-account-token UUID] [--purchase-date MS] [--expires-date MS] [--revocation-date MS] [--quantity N] [--store DIR]
-  teststore receipt [--bundle-id ID] [--receipt-type Xcode|ProductionSandbox|Production]
-        --purchase PRODUCT:TRANSACTION_ID[:PURCHASE_MS[:EXPIRES_MS]] ... [--store DIR]
-  entitlements ACCOUNT [--include-inactive]         GetEntitlements, from the service's own records
-  events [--after CURSOR] [--account ID] [--limit N] [--follow]   ListEvents, one JSON line each; --follow streams
-        (WatchEvents) until interrupted; the next cursor goes to stderr
-  notify URL FILE|-                                  POST an App Store notification body (HTTP/2; https:// for TLS)
-  teststore notification --type TYPE [--subtype S] [--uuid U] [--signed-date MS] [--environment E] [--bundle-id ID]
-        [--app-apple-id N] [--product ID [--product-type T] ... (the transaction flags above)] [--auto-renew-status 0|1]
-        [--grace-period-expires-date MS]          a signed notification, printed as the body Apple posts
-  demo [--store DIR] [--bundle-id ID] [--product ID]   CreateOrder -> signed purchase -> SubmitReceipt -> retry -> Restore
-  load [--mix create=5,get=3,submit=1,receipt=1,restore=1,health=1] [--connections N] [--concurrency N]
-        [--requests N] [--duration S] [--rate PER_SECOND] [--max-errors PERCENT] [--json] [--store DIR]
-        [--mix notify --notify-addr HOST:PORT]   pre-signed REFUND notifications over h2c, each new (durable)
-        bounded load (at most 10M calls, 1 h); counts grpc-status itself; exit 1 above --max-errors (default 0);
-        a connection that fails is retried with backoff (up to 1 s), for at most 10 s of failures in a row
-  reconcile [--since MS], lookup-order ORDER_ID     short for the admin commands below
-  admin reconcile [--since MS] | lookup-order ORDER_ID | test-notification [--environment sandbox|production]
-        | test-notification-status TOKEN [--environment E]      billing.admin.v1.Admin on billingd
-  appstore test-notification [--environment E] [--wait]   RequestTestNotification through billingd; --wait polls
-        GetTestNotificationStatus until Apple reports a send attempt (up to --timeout)
-  appstore transaction|history|statuses|lookup ID --key-id ID --issuer-id UUID --private-key PATH --bundle-id ID
-        [--url URL] [--ca PATH] [--environment sandbox|production]   the App Store Server API called directly;
-        signed items printed decoded, NOT verified
-  verify FILE|- [--kind transaction|renewal|notification|app-transaction|receipt] --root PATH ... [--bundle-id ID]
-        [--environment sandbox,production,xcode] [--app-apple-id N] [--now MS]   offline verdict (exit 3 when refused)
-Values given as @PATH are read from that file. The test store lives in --store (default ./teststore).
-The address defaults to $BILLING_ADDR or 127.0.0.1:50051; the API key (sent as authorization: Bearer KEY on
-every call) to $BILLING_API_KEY. With --tls the server's certificate must name the host dialed. Answers print as JSON on stdout;
-errors print as JSON on stderr with exit status 1 (2 for usage errors).
-"""
+    commands:
+      health [--service NAME]                         grpc.health.v1.Health/Check
+      create-order --account ID --product ID [--idempotency-key K] [--quantity N]
+      get-order ORDER_ID
+      submit-receipt ORDER_ID (--signed-transaction JWS | --app-receipt BASE64) [--transaction-id ID]
+      restore --account ID [--app-receipt BASE64] [--signed-transaction JWS ...]
+      teststore init [DIR]                            make a local CA (root, intermediate, leaf with Apple's marker OIDs)
+      teststore transaction --product ID [--type non_consumable|consumable|auto_renewable_subscription|non_renewing_subscription]
+            [--bundle-id ID] [--environment xcode|sandbox|production] [--transaction-id ID] [--original-transaction-id ID]
+            [--app-account-token UUID] [--purchase-date MS] [--expires-date MS] [--revocation-date MS] [--quantity N] [--store DIR]
+      teststore receipt [--bundle-id ID] [--receipt-type Xcode|ProductionSandbox|Production]
+            --purchase PRODUCT:TRANSACTION_ID[:PURCHASE_MS[:EXPIRES_MS]] ... [--store DIR]
+      entitlements ACCOUNT [--include-inactive]         GetEntitlements, from the service's own records
+      events [--after CURSOR] [--account ID] [--limit N] [--follow]   ListEvents, one JSON line each; --follow streams
+            (WatchEvents) until interrupted; the next cursor goes to stderr
+      notify URL FILE|-                                  POST an App Store notification body (HTTP/2; https:// for TLS)
+      teststore notification --type TYPE [--subtype S] [--uuid U] [--signed-date MS] [--environment E] [--bundle-id ID]
+            [--app-apple-id N] [--product ID [--product-type T] ... (the transaction flags above)] [--auto-renew-status 0|1]
+            [--grace-period-expires-date MS]          a signed notification, printed as the body Apple posts
+      demo [--store DIR] [--bundle-id ID] [--product ID]   CreateOrder -> signed purchase -> SubmitReceipt -> retry -> Restore
+      load [--mix create=5,get=3,submit=1,receipt=1,restore=1,health=1] [--connections N] [--concurrency N]
+            [--requests N] [--duration S] [--rate PER_SECOND] [--max-errors PERCENT] [--json] [--store DIR]
+            [--mix notify --notify-addr HOST:PORT]   pre-signed REFUND notifications over h2c, each new (durable)
+            bounded load (at most 10M calls, 1 h); counts grpc-status itself; exit 1 above --max-errors (default 0);
+            a connection that fails is retried with backoff (up to 1 s), for at most 10 s of failures in a row
+      reconcile [--since MS], lookup-order ORDER_ID     short for the admin commands below
+      admin reconcile [--since MS] | lookup-order ORDER_ID | test-notification [--environment sandbox|production]
+            | test-notification-status TOKEN [--environment E]      billing.admin.v1.Admin on billingd
+      appstore test-notification [--environment E] [--wait]   RequestTestNotification through billingd; --wait polls
+            GetTestNotificationStatus until Apple reports a send attempt (up to --timeout)
+      appstore transaction|history|statuses|lookup ID --key-id ID --issuer-id UUID --private-key PATH --bundle-id ID
+            [--url URL] [--ca PATH] [--environment sandbox|production]   the App Store Server API called directly;
+            signed items printed decoded, NOT verified
+      verify FILE|- [--kind transaction|renewal|notification|app-transaction|receipt] --root PATH ... [--bundle-id ID]
+            [--environment sandbox,production,xcode] [--app-apple-id N] [--now MS]   offline verdict (exit 3 when refused)
+    Values given as @PATH are read from that file. The test store lives in --store (default ./teststore).
+    The address defaults to $BILLING_ADDR or 127.0.0.1:50051; the API key (sent as authorization: Bearer KEY on
+    every call) to $BILLING_API_KEY. With --tls the server's certificate must name the host dialed. Answers print as JSON on stdout;
+    errors print as JSON on stderr with exit status 1 (2 for usage errors).
+    """
 
 struct Usage: Error { var message: String }
 
@@ -119,15 +119,19 @@ struct Options {
         "get-order": ["order-id"],
         "submit-receipt": ["order-id", "signed-transaction", "app-receipt", "transaction-id"],
         "restore": ["account", "app-receipt", "signed-transaction"],
-        "teststore": ["store", "product", "type", "bundle-id", "environment", "transaction-id", "original-transaction-id",
-                      "app-account-token", "purchase-date", "expires-date", "revocation-date", "quantity", "receipt-type", "purchase",
-                      "subtype", "uuid", "signed-date", "product-type", "app-apple-id", "auto-renew-status", "grace-period-expires-date"],
+        "teststore": [
+            "store", "product", "type", "bundle-id", "environment", "transaction-id", "original-transaction-id",
+            "app-account-token", "purchase-date", "expires-date", "revocation-date", "quantity", "receipt-type", "purchase",
+            "subtype", "uuid", "signed-date", "product-type", "app-apple-id", "auto-renew-status", "grace-period-expires-date",
+        ],
         "entitlements": ["account", "include-inactive"],
         "events": ["after", "account", "limit", "follow"],
         "notify": [],
         "demo": ["store", "bundle-id", "product"],
-        "load": ["mix", "scenario", "connections", "concurrency", "requests", "duration", "rate", "max-errors", "store",
-                 "product", "bundle-id", "notify-addr"],
+        "load": [
+            "mix", "scenario", "connections", "concurrency", "requests", "duration", "rate", "max-errors", "store",
+            "product", "bundle-id", "notify-addr",
+        ],
         "admin": ["since", "environment"],
         "reconcile": ["since"],
         "lookup-order": [],
@@ -143,8 +147,10 @@ struct Options {
     }
 }
 
-func call<Response: ProtoMessage>(_ options: Options, _ method: String, _ request: some ProtoMessage,
-                                  _ type: Response.Type, client existing: Client? = nil) throws -> Response {
+func call<Response: ProtoMessage>(
+    _ options: Options, _ method: String, _ request: some ProtoMessage,
+    _ type: Response.Type, client existing: Client? = nil
+) throws -> Response {
     let client = try existing ?? options.client()
     let answer = try client.unary(method, message: request.encoded(), timeoutNanoseconds: Int64(options.timeout * 1e9))
     if let error = answer.error {
@@ -162,8 +168,9 @@ func run() throws {
     let options = try Options(Array(CommandLine.arguments.dropFirst()))
     switch options.command {
     case "health":
-        let r = try call(options, "grpc.health.v1.Health/Check", HealthCheckRequest(service: options.named["service"] ?? ""),
-                         HealthCheckResponse.self)
+        let r = try call(
+            options, "grpc.health.v1.Health/Check", HealthCheckRequest(service: options.named["service"] ?? ""),
+            HealthCheckResponse.self)
         print(JSON.object([("status", JSON.quote(r.status.description))]))
     case "create-order":
         var req = CreateOrderRequest()

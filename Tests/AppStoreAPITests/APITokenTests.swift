@@ -8,8 +8,9 @@ import Testing
 struct APITokenTests {
     static let key = try! PrivateKey.generateP256()
     static let certificate: Certificate = {
-        try! CertificateIssuer.issue(commonName: "api key", organization: "test", serial: 1, key: key, issuer: nil, isCA: false, markerOIDs: [],
-                                     notBefore: 0, notAfter: 4_000_000_000)
+        try! CertificateIssuer.issue(
+            commonName: "api key", organization: "test", serial: 1, key: key, issuer: nil, isCA: false, markerOIDs: [],
+            notBefore: 0, notAfter: 4_000_000_000)
     }()
 
     static func decode(_ part: Substring) -> [String: Any] {
@@ -26,15 +27,20 @@ struct APITokenTests {
 
     @Test("header and claims exactly as Apple specifies; the ES256 signature verifies with the key's public half")
     func shape() throws {
-        let token = APIToken(.init(keyID: "2X9R4HXF34", issuerID: "57246542-96fe-1a63-e053-0824d011072a", bundleID: "com.example.app",
-                                   privateKey: Self.key), now: { 1_800_000_000 })
+        let token = APIToken(
+            .init(
+                keyID: "2X9R4HXF34", issuerID: "57246542-96fe-1a63-e053-0824d011072a", bundleID: "com.example.app",
+                privateKey: Self.key), now: { 1_800_000_000 })
         let jwt = try token.token()
         let parts = jwt.split(separator: ".")
         #expect(parts.count == 3)
         let header = Self.decode(parts[0]), claims = Self.decode(parts[1])
         #expect(header as NSDictionary == ["alg": "ES256", "kid": "2X9R4HXF34", "typ": "JWT"] as NSDictionary)
-        #expect(claims as NSDictionary == ["iss": "57246542-96fe-1a63-e053-0824d011072a", "iat": 1_800_000_000,
-                                           "exp": 1_800_000_000 + 1200, "aud": "appstoreconnect-v1", "bid": "com.example.app"] as NSDictionary)
+        #expect(
+            claims as NSDictionary == [
+                "iss": "57246542-96fe-1a63-e053-0824d011072a", "iat": 1_800_000_000,
+                "exp": 1_800_000_000 + 1200, "aud": "appstoreconnect-v1", "bid": "com.example.app",
+            ] as NSDictionary)
         let input = Array((parts[0] + "." + parts[1]).utf8)
         let sig = Self.signature(parts[2])
         #expect(sig.count == 64)

@@ -31,10 +31,11 @@ struct JWSRow: Sendable, CustomTestStringConvertible {
                 flatten(n["decoded"] as? [String: Any] ?? [:], prefix: "", into: &d)
                 return (n["field"] as? String ?? "", d)
             }
-            return JWSRow(file: row["file"] as! String, kind: row["kind"] as! String, roots: row["trustRoots"] as? [String] ?? [],
-                          environment: verifier["environment"] as? String ?? "",
-                          bundleID: verifier["bundleId"] as? String, appAppleID: (verifier["appAppleId"] as? NSNumber)?.int64Value,
-                          expect: (expect["offline"] ?? expect["xcodeVerifier"]) as? String ?? "", decoded: decoded, nested: nested)
+            return JWSRow(
+                file: row["file"] as! String, kind: row["kind"] as! String, roots: row["trustRoots"] as? [String] ?? [],
+                environment: verifier["environment"] as? String ?? "",
+                bundleID: verifier["bundleId"] as? String, appAppleID: (verifier["appAppleId"] as? NSNumber)?.int64Value,
+                expect: (expect["offline"] ?? expect["xcodeVerifier"]) as? String ?? "", decoded: decoded, nested: nested)
         }
     }
 
@@ -111,8 +112,9 @@ struct JWSFixtureTests {
                     #expect(actual?.hasPrefix("eyJ") == true, "\(key) is not a JWS")
                     continue
                 }
-                #expect(actual == expected || (Double(actual ?? "") != nil && Double(actual!) == Double(expected)),
-                        "\(key): \(actual ?? "nil") != \(expected)")
+                #expect(
+                    actual == expected || (Double(actual ?? "") != nil && Double(actual!) == Double(expected)),
+                    "\(key): \(actual ?? "nil") != \(expected)")
             }
         case (let e, .failure(.wrongApp)) where e.hasPrefix("INVALID_APP_IDENTIFIER"): break
         case (let e, .failure(.environmentNotAllowed)) where e.hasPrefix("INVALID_ENVIRONMENT"): break
@@ -127,15 +129,18 @@ struct JWSFixtureTests {
     func realVariants() {
         guard Fixtures.require() else { return }
         let jws = Fixtures.text("real-jws/sandbox-session-pro/standalone/txn-2000001024998954-RENEWAL.jws")
-        let production = SignedDataVerifier(settings: Fixtures.settings(
-            roots: ["roots/AppleRootCA-G3.cer"], environments: [.production], bundle: "com.loki-project.loki-messenger",
-            appAppleID: 1_470_168_868))
+        let production = SignedDataVerifier(
+            settings: Fixtures.settings(
+                roots: ["roots/AppleRootCA-G3.cer"], environments: [.production], bundle: "com.loki-project.loki-messenger",
+                appAppleID: 1_470_168_868))
         guard case .failure(.environmentNotAllowed) = production.verifyTransaction(jws) else { Issue.record("production"); return }
-        let other = SignedDataVerifier(settings: Fixtures.settings(
-            roots: ["roots/AppleRootCA-G3.cer"], environments: [.sandbox], bundle: "com.example.other"))
+        let other = SignedDataVerifier(
+            settings: Fixtures.settings(
+                roots: ["roots/AppleRootCA-G3.cer"], environments: [.sandbox], bundle: "com.example.other"))
         guard case .failure(.wrongApp) = other.verifyTransaction(jws) else { Issue.record("bundle"); return }
-        let testRoot = SignedDataVerifier(settings: Fixtures.settings(
-            roots: ["apple-library/certs/testCA.der"], environments: [.sandbox], bundle: "com.loki-project.loki-messenger"))
+        let testRoot = SignedDataVerifier(
+            settings: Fixtures.settings(
+                roots: ["apple-library/certs/testCA.der"], environments: [.sandbox], bundle: "com.loki-project.loki-messenger"))
         guard case .failure(.untrusted) = testRoot.verifyTransaction(jws) else { Issue.record("root"); return }
     }
 
@@ -143,12 +148,14 @@ struct JWSFixtureTests {
     func notificationVariants() {
         guard Fixtures.require() else { return }
         let jws = Fixtures.text("apple-library/mock_signed_data/testNotification")
-        let prod = SignedDataVerifier(settings: Fixtures.settings(
-            roots: ["apple-library/certs/testCA.der"], environments: [.production], bundle: "com.example", appAppleID: 1234))
+        let prod = SignedDataVerifier(
+            settings: Fixtures.settings(
+                roots: ["apple-library/certs/testCA.der"], environments: [.production], bundle: "com.example", appAppleID: 1234))
         guard case .failure(.environmentNotAllowed) = prod.verifyNotification(jws) else { Issue.record("env"); return }
         let tx = Fixtures.text("apple-library/mock_signed_data/transactionInfo")
-        let wrongBundle = SignedDataVerifier(settings: Fixtures.settings(
-            roots: ["apple-library/certs/testCA.der"], environments: [.sandbox], bundle: "com.example.x"))
+        let wrongBundle = SignedDataVerifier(
+            settings: Fixtures.settings(
+                roots: ["apple-library/certs/testCA.der"], environments: [.sandbox], bundle: "com.example.x"))
         guard case .failure(.wrongApp) = wrongBundle.verifyTransaction(tx) else { Issue.record("bundle"); return }
     }
 
@@ -156,16 +163,18 @@ struct JWSFixtureTests {
     func expiredLeaf() {
         guard Fixtures.require() else { return }
         let jws = Fixtures.text("real-jws/sandbox-test-notification-leaf2023.jws")
-        let verifier = SignedDataVerifier(settings: Fixtures.settings(
-            roots: ["roots/AppleRootCA-G3.cer"], environments: [.sandbox], bundle: "com.loki-project.loki-messenger"))
+        let verifier = SignedDataVerifier(
+            settings: Fixtures.settings(
+                roots: ["roots/AppleRootCA-G3.cer"], environments: [.sandbox], bundle: "com.loki-project.loki-messenger"))
         guard case .success = verifier.verifyNotification(jws) else { Issue.record("offline at signedDate"); return }
     }
 
     @Test("the chain cache: one chain verification for many JWS from one leaf")
     func chainCache() {
         guard Fixtures.require() else { return }
-        let verifier = SignedDataVerifier(settings: Fixtures.settings(
-            roots: ["roots/AppleRootCA-G3.cer"], environments: [.sandbox], bundle: "com.loki-project.loki-messenger"))
+        let verifier = SignedDataVerifier(
+            settings: Fixtures.settings(
+                roots: ["roots/AppleRootCA-G3.cer"], environments: [.sandbox], bundle: "com.loki-project.loki-messenger"))
         let files = ["01-DID_RENEW", "02-SUBSCRIBED-RESUBSCRIBE", "03-DID_CHANGE_RENEWAL_STATUS-AUTO_RENEW_DISABLED", "14-REFUND"]
         for f in files {
             guard case .success = verifier.verifyNotification(Fixtures.text("real-jws/sandbox-session-pro/notifications/\(f).jws")) else {

@@ -36,9 +36,12 @@ enum Fixtures {
         (try? JSONSerialization.jsonObject(with: Data(contentsOf: root.appendingPathComponent("expectations.json")))) as? [String: Any] ?? [:]
     }
 
-    static func settings(roots: [String], environments: Set<AppStoreEnvironment>, bundle: String?, appAppleID: Int64? = nil,
-                         now: Int64 = 1_795_910_400_000) -> VerifierSettings {
-        VerifierSettings(anchors: TrustAnchors(roots: roots.map(certificate)), bundleIDs: bundle.map { [$0] } ?? [],
-                         appAppleID: appAppleID, environments: environments, now: { now })
+    static func settings(
+        roots: [String], environments: Set<AppStoreEnvironment>, bundle: String?, appAppleID: Int64? = nil,
+        now: Int64 = 1_795_910_400_000
+    ) -> VerifierSettings {
+        VerifierSettings(
+            anchors: TrustAnchors(roots: roots.map(certificate)), bundleIDs: bundle.map { [$0] } ?? [],
+            appAppleID: appAppleID, environments: environments, now: { now })
     }
 }

@@ -23,7 +23,8 @@ struct FuzzTests {
             }
         }
         if Fixtures.available {
-            let extra = suffix == ".jws"
+            let extra =
+                suffix == ".jws"
                 ? ["real-jws/sandbox-session-pro/notifications/01-DID_RENEW.jws", "apple-library/mock_signed_data/transactionInfo"]
                 : ["receipts/tpinappreceipt/receipt-sandbox-g5", "receipts/tpinappreceipt/receipt-xcode"]
             out += extra.map { (Array(Fixtures.text($0).utf8), false) }
@@ -50,8 +51,10 @@ struct FuzzTests {
     }
 
     /// Runs `verify` over mutations of every seed; returns the distinct verdicts seen.
-    static func fuzz(_ suffix: String, iterations: Int, prepare: ([UInt8]) -> [UInt8] = { $0 },
-                     verify: ([UInt8]) -> String) -> [String: [UInt8]] {
+    static func fuzz(
+        _ suffix: String, iterations: Int, prepare: ([UInt8]) -> [UInt8] = { $0 },
+        verify: ([UInt8]) -> String
+    ) -> [String: [UInt8]] {
         var found: [String: [UInt8]] = [:]
         var saved: [String: [UInt8]] = [:]
         var rng = SplitMix(seed: 0xB111_46D)
@@ -74,8 +77,9 @@ struct FuzzTests {
     }
 
     static func settings(_ roots: [Certificate]) -> VerifierSettings {
-        VerifierSettings(anchors: TrustAnchors(roots: roots), bundleIDs: [], environments: Set(AppStoreEnvironment.allCases),
-                         now: { 1_760_000_000_000 })
+        VerifierSettings(
+            anchors: TrustAnchors(roots: roots), bundleIDs: [], environments: Set(AppStoreEnvironment.allCases),
+            now: { 1_760_000_000_000 })
     }
 
     static var roots: [Certificate] {
@@ -84,8 +88,10 @@ struct FuzzTests {
             r.append(try! Certificate.parse([UInt8](pem)))
         }
         if Fixtures.available {
-            r += ["roots/AppleRootCA-G3.cer", "roots/AppleIncRootCertificate.cer", "apple-library/certs/testCA.der",
-                  "receipts/tpinappreceipt/StoreKitTestCertificate.cer"].map(Fixtures.certificate)
+            r += [
+                "roots/AppleRootCA-G3.cer", "roots/AppleIncRootCertificate.cer", "apple-library/certs/testCA.der",
+                "receipts/tpinappreceipt/StoreKitTestCertificate.cer",
+            ].map(Fixtures.certificate)
         }
         return r
     }
@@ -106,9 +112,12 @@ struct FuzzTests {
     @Test("app receipts: 500 mutations of the DER per seed, every one answered")
     func receipts() {
         let verifier = AppReceiptVerifier(settings: Self.settings(Self.roots))
-        let found = Self.fuzz(".receipt", iterations: 500, prepare: { text in
-            Base64.decode(String(decoding: text, as: UTF8.self).filter { !$0.isWhitespace }) ?? text
-        }) { der in
+        let found = Self.fuzz(
+            ".receipt", iterations: 500,
+            prepare: { text in
+                Base64.decode(String(decoding: text, as: UTF8.self).filter { !$0.isWhitespace }) ?? text
+            }
+        ) { der in
             switch verifier.verify(base64: Data(der).base64EncodedString()) {
             case .success: return "valid"
             case .failure(let f): return f.kind + ":" + String(f.description.prefix(40))
@@ -121,8 +130,9 @@ struct FuzzTests {
     func asn1() {
         var p = AppReceipt.InAppPurchase()
         p.productID = "p"; p.transactionID = "1"; p.purchaseDate = 1_700_000_000_000; p.quantity = 1
-        let payload = TestStore.receiptPayload(bundleID: "com.example", receiptType: "Production", applicationVersion: "1",
-                                               creationDate: 1_700_000_000_000, inApp: [p, p])
+        let payload = TestStore.receiptPayload(
+            bundleID: "com.example", receiptType: "Production", applicationVersion: "1",
+            creationDate: 1_700_000_000_000, inApp: [p, p])
         var rng = SplitMix(seed: 7)
         var outcomes = Set<String>()
         for _ in 0..<20_000 {

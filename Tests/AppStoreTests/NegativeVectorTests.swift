@@ -13,17 +13,22 @@ struct MintedChain {
 
     static let year: Int64 = 365 * 86400
 
-    static func make(leafOIDs: [String] = [AppleOID.receiptSigningLeaf], intermediateOIDs: [String] = [AppleOID.wwdrIntermediate],
-                     leafNotAfter: Int64 = 2_100_000_000, rootName: String = "Minted Root", rootKey: PrivateKey? = nil) throws -> MintedChain {
+    static func make(
+        leafOIDs: [String] = [AppleOID.receiptSigningLeaf], intermediateOIDs: [String] = [AppleOID.wwdrIntermediate],
+        leafNotAfter: Int64 = 2_100_000_000, rootName: String = "Minted Root", rootKey: PrivateKey? = nil
+    ) throws -> MintedChain {
         let rk = try rootKey ?? PrivateKey.generateP256(), ik = try PrivateKey.generateP256(), lk = try PrivateKey.generateP256()
-        let root = try CertificateIssuer.issue(commonName: rootName, organization: "t", serial: 1, key: rk, issuer: nil, isCA: true,
-                                               markerOIDs: [], notBefore: 946_684_800, notAfter: 2_200_000_000)
-        let intermediate = try CertificateIssuer.issue(commonName: "Minted Intermediate", organization: "t", serial: 2, key: ik,
-                                                       issuer: .init(certificate: root, key: rk), isCA: true, markerOIDs: intermediateOIDs,
-                                                       notBefore: 946_684_800, notAfter: 2_150_000_000)
-        let leaf = try CertificateIssuer.issue(commonName: "Minted Leaf", organization: "t", serial: 3, key: lk,
-                                               issuer: .init(certificate: intermediate, key: ik), isCA: false, markerOIDs: leafOIDs,
-                                               notBefore: 946_684_800, notAfter: leafNotAfter)
+        let root = try CertificateIssuer.issue(
+            commonName: rootName, organization: "t", serial: 1, key: rk, issuer: nil, isCA: true,
+            markerOIDs: [], notBefore: 946_684_800, notAfter: 2_200_000_000)
+        let intermediate = try CertificateIssuer.issue(
+            commonName: "Minted Intermediate", organization: "t", serial: 2, key: ik,
+            issuer: .init(certificate: root, key: rk), isCA: true, markerOIDs: intermediateOIDs,
+            notBefore: 946_684_800, notAfter: 2_150_000_000)
+        let leaf = try CertificateIssuer.issue(
+            commonName: "Minted Leaf", organization: "t", serial: 3, key: lk,
+            issuer: .init(certificate: intermediate, key: ik), isCA: false, markerOIDs: leafOIDs,
+            notBefore: 946_684_800, notAfter: leafNotAfter)
         return MintedChain(root: root, intermediate: intermediate, leaf: leaf, leafKey: lk)
     }
 
@@ -41,8 +46,10 @@ struct MintedChain {
     }
 
     func verifier(roots: [Certificate]? = nil) -> SignedDataVerifier {
-        SignedDataVerifier(settings: VerifierSettings(anchors: TrustAnchors(roots: roots ?? [root]), bundleIDs: ["com.example"],
-                                                      environments: [.sandbox], now: { 1_700_000_000_000 }))
+        SignedDataVerifier(
+            settings: VerifierSettings(
+                anchors: TrustAnchors(roots: roots ?? [root]), bundleIDs: ["com.example"],
+                environments: [.sandbox], now: { 1_700_000_000_000 }))
     }
 }
 
@@ -117,9 +124,11 @@ struct NegativeVectorTests {
         #expect(isUntrusted(c.verifier().verifyTransaction(try c.jws(alg: alg))))
     }
 
-    @Test("non-base64, non-JWS and truncated input", arguments: [
-        "", "a.b.c", "a.b.c.d", "....", "%%%.%%%.%%%", "eyJhbGciOiJFUzI1NiJ9..sig", "not a jws at all",
-    ])
+    @Test(
+        "non-base64, non-JWS and truncated input",
+        arguments: [
+            "", "a.b.c", "a.b.c.d", "....", "%%%.%%%.%%%", "eyJhbGciOiJFUzI1NiJ9..sig", "not a jws at all",
+        ])
     func garbage(_ text: String) throws {
         let c = try MintedChain.make()
         #expect(isMalformed(c.verifier().verifyTransaction(text)) || isUntrusted(c.verifier().verifyTransaction(text)))
@@ -164,14 +173,17 @@ struct NegativeVectorTests {
     @Test("receipts: minted chain good, wrong leaf OID refused, tampered content refused, legacy iOS 6 refused")
     func receipts() throws {
         let good = try MintedChain.make()
-        let payload = TestStore.receiptPayload(bundleID: "com.example", receiptType: "ProductionSandbox", applicationVersion: "1",
-                                               creationDate: 1_700_000_000_000, inApp: [])
+        let payload = TestStore.receiptPayload(
+            bundleID: "com.example", receiptType: "ProductionSandbox", applicationVersion: "1",
+            creationDate: 1_700_000_000_000, inApp: [])
         func receipt(_ c: MintedChain, _ content: [UInt8] = payload) throws -> String {
             Data(try ReceiptSigner.sign(content: content, certificate: c.leaf, key: c.leafKey, chain: [c.intermediate])).base64EncodedString()
         }
         func verifier(_ c: MintedChain) -> AppReceiptVerifier {
-            AppReceiptVerifier(settings: VerifierSettings(anchors: TrustAnchors(roots: [c.root]), bundleIDs: ["com.example"],
-                                                          environments: [.sandbox], now: { 1_700_000_000_000 }))
+            AppReceiptVerifier(
+                settings: VerifierSettings(
+                    anchors: TrustAnchors(roots: [c.root]), bundleIDs: ["com.example"],
+                    environments: [.sandbox], now: { 1_700_000_000_000 }))
         }
         #expect((try? verifier(good).verify(base64: try receipt(good)).get())?.bundleID == "com.example")
         let noOID = try MintedChain.make(leafOIDs: [])

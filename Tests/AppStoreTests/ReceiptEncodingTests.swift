@@ -24,8 +24,10 @@ enum EncodingShop {
     }
 
     static func verifier() -> AppReceiptVerifier {
-        AppReceiptVerifier(settings: VerifierSettings(anchors: TrustAnchors(roots: [store.root]), bundleIDs: ["com.example.app"],
-                                                      environments: [.xcode], now: { now }))
+        AppReceiptVerifier(
+            settings: VerifierSettings(
+                anchors: TrustAnchors(roots: [store.root]), bundleIDs: ["com.example.app"],
+                environments: [.xcode], now: { now }))
     }
 
     static func receipt(_ encoding: TestStore.ReceiptEncoding) throws -> String {
@@ -55,8 +57,9 @@ struct ReceiptEncodingTests {
 
     @Test("the payload parser takes the bare SET, the wrapped SET, and segmented wrappers alike")
     func payloadLayouts() throws {
-        let bare = TestStore.receiptPayload(bundleID: "b", receiptType: "Xcode", applicationVersion: "1",
-                                            creationDate: EncodingShop.now, inApp: EncodingShop.purchases)
+        let bare = TestStore.receiptPayload(
+            bundleID: "b", receiptType: "Xcode", applicationVersion: "1",
+            creationDate: EncodingShop.now, inApp: EncodingShop.purchases)
         let reference = try AppReceipt.parse(payload: bare)
         #expect(reference.inApp.map(\.transactionID) == ["101", "102", "103"])
         var segmented: [UInt8] = [0x24, 0x80]

@@ -18,11 +18,17 @@ struct ReceiptRow: Sendable, CustomTestStringConvertible {
             for (k, v) in row["expect"] as? [String: Any] ?? [:] { expect[k] = v as? String ?? "\(v)" }
             var contents: [String: String] = [:]
             for (k, v) in row["contents"] as? [String: Any] ?? [:] {
-                if let s = v as? String { contents[k] = s } else if let n = v as? NSNumber { contents[k] = n.stringValue }
-                else if let a = v as? [Any] { contents[k] = a.map { "\($0)" }.joined(separator: ",") }
+                if let s = v as? String {
+                    contents[k] = s
+                } else if let n = v as? NSNumber {
+                    contents[k] = n.stringValue
+                } else if let a = v as? [Any] {
+                    contents[k] = a.map { "\($0)" }.joined(separator: ",")
+                }
             }
-            return ReceiptRow(file: row["file"] as! String, encoding: row["encoding"] as? String ?? "",
-                              roots: row["trustRoots"] as? [String] ?? [], expect: expect, contents: contents)
+            return ReceiptRow(
+                file: row["file"] as! String, encoding: row["encoding"] as? String ?? "",
+                roots: row["trustRoots"] as? [String] ?? [], expect: expect, contents: contents)
         }
     }
 
@@ -82,7 +88,8 @@ struct ReceiptFixtureTests {
         let g3 = AppReceiptVerifier(settings: Fixtures.settings(roots: ["roots/AppleRootCA-G3.cer"], environments: Self.allEnvironments, bundle: nil))
         guard case .failure(.untrusted) = g3.verify(base64: sandbox.base64) else { Issue.record("G3"); return }
         let xcode = ReceiptRow.all.first { $0.file.hasSuffix("receipt-xcode") }!
-        let apple = AppReceiptVerifier(settings: Fixtures.settings(roots: ["roots/AppleIncRootCertificate.cer"], environments: Self.allEnvironments, bundle: nil))
+        let apple = AppReceiptVerifier(
+            settings: Fixtures.settings(roots: ["roots/AppleIncRootCertificate.cer"], environments: Self.allEnvironments, bundle: nil))
         guard case .failure(.untrusted) = apple.verify(base64: xcode.base64) else { Issue.record("xcode vs apple"); return }
     }
 
@@ -90,8 +97,10 @@ struct ReceiptFixtureTests {
     func sandboxDetails() throws {
         guard Fixtures.require() else { return }
         let sandbox = ReceiptRow.all.first { $0.file.hasSuffix("receipt-sandbox-g5") }!
-        let ok = AppReceiptVerifier(settings: Fixtures.settings(roots: ["roots/AppleIncRootCertificate.cer"], environments: [.sandbox],
-                                                                 bundle: "dev.bonzer.weeka.app"))
+        let ok = AppReceiptVerifier(
+            settings: Fixtures.settings(
+                roots: ["roots/AppleIncRootCertificate.cer"], environments: [.sandbox],
+                bundle: "dev.bonzer.weeka.app"))
         let receipt = try ok.verify(base64: sandbox.base64).get()
         #expect(receipt.creationDate == 1_766_774_387_000)
         let first = try #require(receipt.inApp.first { $0.transactionID == "2000001092134138" })
@@ -99,19 +108,25 @@ struct ReceiptFixtureTests {
         #expect(first.originalTransactionID == "2000001092134138")
         #expect(first.quantity == 1)
         #expect(first.purchaseDate != nil && first.expiresDate != nil)
-        let wrongBundle = AppReceiptVerifier(settings: Fixtures.settings(roots: ["roots/AppleIncRootCertificate.cer"], environments: [.sandbox],
-                                                                          bundle: "com.example.other"))
+        let wrongBundle = AppReceiptVerifier(
+            settings: Fixtures.settings(
+                roots: ["roots/AppleIncRootCertificate.cer"], environments: [.sandbox],
+                bundle: "com.example.other"))
         guard case .failure(.wrongApp) = wrongBundle.verify(base64: sandbox.base64) else { Issue.record("bundle"); return }
-        let productionOnly = AppReceiptVerifier(settings: Fixtures.settings(roots: ["roots/AppleIncRootCertificate.cer"], environments: [.production],
-                                                                             bundle: "dev.bonzer.weeka.app"))
+        let productionOnly = AppReceiptVerifier(
+            settings: Fixtures.settings(
+                roots: ["roots/AppleIncRootCertificate.cer"], environments: [.production],
+                bundle: "dev.bonzer.weeka.app"))
         guard case .failure(.environmentNotAllowed) = productionOnly.verify(base64: sandbox.base64) else { Issue.record("env"); return }
     }
 
-    @Test("RFC 3339 dates as receipts write them", arguments: [
-        ("2025-12-26T18:39:47Z", Int64(1_766_774_387_000)), ("2020-07-22T18:33:15+0100", 1_595_439_195_000),
-        ("2020-07-22T18:33:15+01:00", 1_595_439_195_000), ("2020-07-22T18:33:15.250Z", 1_595_442_795_250),
-        ("1970-01-01T00:00:00Z", 0),
-    ])
+    @Test(
+        "RFC 3339 dates as receipts write them",
+        arguments: [
+            ("2025-12-26T18:39:47Z", Int64(1_766_774_387_000)), ("2020-07-22T18:33:15+0100", 1_595_439_195_000),
+            ("2020-07-22T18:33:15+01:00", 1_595_439_195_000), ("2020-07-22T18:33:15.250Z", 1_595_442_795_250),
+            ("1970-01-01T00:00:00Z", 0),
+        ])
     func dates(_ text: String, _ ms: Int64) {
         #expect(RFC3339.milliseconds(text) == ms)
     }

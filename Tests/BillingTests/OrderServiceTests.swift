@@ -6,7 +6,6 @@ import Synchronization
 import Testing
 import TestSupport
 
-
 @Suite("Order rules")
 struct OrderServiceTests {
     let clock = ManualClock(milliseconds: 1_700_000_000_000)
@@ -47,16 +46,18 @@ struct OrderServiceTests {
         #expect(ids.count == 10_000)
     }
 
-    @Test("invalid fields name the field", arguments: [
-        (OrderService.CreateRequest(accountID: "", productID: "p"), "account_id"),
-        (OrderService.CreateRequest(accountID: String(repeating: "a", count: 129), productID: "p"), "account_id"),
-        (OrderService.CreateRequest(accountID: "a\u{0}b", productID: "p"), "account_id"),
-        (OrderService.CreateRequest(accountID: "a", productID: ""), "product_id"),
-        (OrderService.CreateRequest(accountID: "a", productID: String(repeating: "p", count: 256)), "product_id"),
-        (OrderService.CreateRequest(accountID: "a", productID: "p", idempotencyKey: String(repeating: "k", count: 129)), "idempotency_key"),
-        (OrderService.CreateRequest(accountID: "a", productID: "p", quantity: -1), "quantity"),
-        (OrderService.CreateRequest(accountID: "a", productID: "p", quantity: 1001), "quantity"),
-    ])
+    @Test(
+        "invalid fields name the field",
+        arguments: [
+            (OrderService.CreateRequest(accountID: "", productID: "p"), "account_id"),
+            (OrderService.CreateRequest(accountID: String(repeating: "a", count: 129), productID: "p"), "account_id"),
+            (OrderService.CreateRequest(accountID: "a\u{0}b", productID: "p"), "account_id"),
+            (OrderService.CreateRequest(accountID: "a", productID: ""), "product_id"),
+            (OrderService.CreateRequest(accountID: "a", productID: String(repeating: "p", count: 256)), "product_id"),
+            (OrderService.CreateRequest(accountID: "a", productID: "p", idempotencyKey: String(repeating: "k", count: 129)), "idempotency_key"),
+            (OrderService.CreateRequest(accountID: "a", productID: "p", quantity: -1), "quantity"),
+            (OrderService.CreateRequest(accountID: "a", productID: "p", quantity: 1001), "quantity"),
+        ])
     func invalid(_ request: OrderService.CreateRequest, _ field: String) {
         guard case .failure(.invalidField(let f, _)) = create(service(), request) else {
             Issue.record("expected INVALID_FIELD")
@@ -152,23 +153,25 @@ struct CatalogTests {
     @Test("the CONFIG.md example parses")
     func example() throws {
         let json = """
-        { "products": [
-            { "id": "com.example.coins100", "type": "consumable" },
-            { "id": "com.example.premium",  "type": "non_consumable" },
-            { "id": "com.example.pro.monthly", "type": "auto_renewable_subscription" },
-            { "id": "com.example.season.pass", "type": "non_renewing_subscription", "duration_days": 90 }
-        ] }
-        """
+            { "products": [
+                { "id": "com.example.coins100", "type": "consumable" },
+                { "id": "com.example.premium",  "type": "non_consumable" },
+                { "id": "com.example.pro.monthly", "type": "auto_renewable_subscription" },
+                { "id": "com.example.season.pass", "type": "non_renewing_subscription", "duration_days": 90 }
+            ] }
+            """
         let c = try Catalog(json: Data(json.utf8))
         #expect(c.products.count == 4)
         #expect(c.product("com.example.season.pass")?.durationDays == 90)
         #expect(c.product("com.example.pro.monthly")?.kind == .autoRenewableSubscription)
     }
 
-    @Test("bad catalogs are refused", arguments: [
-        #"{"products": [{"id": "a", "type": "gift"}]}"#, #"{"products": [{"id": "a", "type": "consumable"}, {"id": "a", "type": "consumable"}]}"#,
-        #"[]"#, #"{"products": [{"id": "", "type": "consumable"}]}"#, "not json",
-    ])
+    @Test(
+        "bad catalogs are refused",
+        arguments: [
+            #"{"products": [{"id": "a", "type": "gift"}]}"#, #"{"products": [{"id": "a", "type": "consumable"}, {"id": "a", "type": "consumable"}]}"#,
+            #"[]"#, #"{"products": [{"id": "", "type": "consumable"}]}"#, "not json",
+        ])
     func bad(_ json: String) {
         #expect(throws: Catalog.LoadError.self) { try Catalog(json: Data(json.utf8)) }
     }
@@ -176,13 +179,15 @@ struct CatalogTests {
 
 @Suite("Error table (ERRORS.md)")
 struct ErrorTableTests {
-    @Test("each domain error has its documented code and reason", arguments: [
-        (BillingError.invalidField(field: "account_id", problem: "is required"), StatusCode.invalidArgument, "INVALID_FIELD"),
-        (.productNotFound(productID: "p"), .notFound, "PRODUCT_NOT_FOUND"),
-        (.orderNotFound(orderID: "o"), .notFound, "ORDER_NOT_FOUND"),
-        (.idempotencyKeyReused(key: "k"), .failedPrecondition, "IDEMPOTENCY_KEY_REUSED"),
-        (.storageUnavailable(detail: "disk I/O error"), .unavailable, "STORAGE_UNAVAILABLE"),
-    ])
+    @Test(
+        "each domain error has its documented code and reason",
+        arguments: [
+            (BillingError.invalidField(field: "account_id", problem: "is required"), StatusCode.invalidArgument, "INVALID_FIELD"),
+            (.productNotFound(productID: "p"), .notFound, "PRODUCT_NOT_FOUND"),
+            (.orderNotFound(orderID: "o"), .notFound, "ORDER_NOT_FOUND"),
+            (.idempotencyKeyReused(key: "k"), .failedPrecondition, "IDEMPOTENCY_KEY_REUSED"),
+            (.storageUnavailable(detail: "disk I/O error"), .unavailable, "STORAGE_UNAVAILABLE"),
+        ])
     func mapping(_ error: BillingError, _ code: StatusCode, _ reason: String) {
         #expect(error.rpcError.code == code)
         #expect(error.rpcError.reason == reason)

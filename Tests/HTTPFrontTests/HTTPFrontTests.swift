@@ -12,31 +12,37 @@ final class FrontProbe: Sendable {
 
 /// The notification-like endpoint the tests serve: POST JSON to /notify (echoed by an asynchronous handler,
 /// 200 ms later, from another thread); GET /healthz; everything else refused by the precheck.
-func startFront(_ tune: (inout HTTPFrontConfiguration) -> Void = { _ in },
-                probe: FrontProbe = FrontProbe()) throws -> HTTPFront {
+func startFront(
+    _ tune: (inout HTTPFrontConfiguration) -> Void = { _ in },
+    probe: FrontProbe = FrontProbe()
+) throws -> HTTPFront {
     var config = HTTPFrontConfiguration(listen: "127.0.0.1:0")
     tune(&config)
-    return try HTTPFront(configuration: config, precheck: { request in
-        switch (request.method, request.path) {
-        case ("GET", "/healthz"), ("HEAD", "/healthz"), ("POST", "/notify"), ("POST", "/hold"): break
-        case (_, "/healthz"), (_, "/notify"): return HTTPResponse(status: 405, text: "method not allowed")
-        default: return HTTPResponse(status: 404, text: "not found")
-        }
-        if request.method == "POST", request.header("content-type") != "application/json" {
-            return HTTPResponse(status: 415, text: "want application/json")
-        }
-        return nil
-    }, handler: { request, respond in
-        probe.handled.withLock { $0 += 1 }
-        switch request.path {
-        case "/healthz": respond(HTTPResponse(status: 200, text: "ok\n", headers: [("X-Seen-By", "front")]))
-        case "/hold": probe.held.withLock { $0.append(respond) }
-        default:
-            let reply = HTTPResponse(status: 200, contentType: "application/json",
-                                     body: Array("{\"echo\":".utf8) + request.body + Array(",\"version\":\"\(request.httpVersion)\"}".utf8))
-            DispatchQueue.global().asyncAfter(deadline: .now() + 0.2) { respond(reply) }
-        }
-    })
+    return try HTTPFront(
+        configuration: config,
+        precheck: { request in
+            switch (request.method, request.path) {
+            case ("GET", "/healthz"), ("HEAD", "/healthz"), ("POST", "/notify"), ("POST", "/hold"): break
+            case (_, "/healthz"), (_, "/notify"): return HTTPResponse(status: 405, text: "method not allowed")
+            default: return HTTPResponse(status: 404, text: "not found")
+            }
+            if request.method == "POST", request.header("content-type") != "application/json" {
+                return HTTPResponse(status: 415, text: "want application/json")
+            }
+            return nil
+        },
+        handler: { request, respond in
+            probe.handled.withLock { $0 += 1 }
+            switch request.path {
+            case "/healthz": respond(HTTPResponse(status: 200, text: "ok\n", headers: [("X-Seen-By", "front")]))
+            case "/hold": probe.held.withLock { $0.append(respond) }
+            default:
+                let reply = HTTPResponse(
+                    status: 200, contentType: "application/json",
+                    body: Array("{\"echo\":".utf8) + request.body + Array(",\"version\":\"\(request.httpVersion)\"}".utf8))
+                DispatchQueue.global().asyncAfter(deadline: .now() + 0.2) { respond(reply) }
+            }
+        })
 }
 
 @Suite("HTTPFront against real clients", .serialized)
@@ -45,7 +51,9 @@ struct HTTPFrontTests {
     func http1AsyncPost() throws {
         let front = try startFront()
         defer { front.stop() }
-        let out = try python(front.address, """
+        let out = try python(
+            front.address,
+            """
             c = http.client.HTTPConnection(host, port, timeout=5)
             c.request('POST', '/notify?x=1', body=b'{"signedPayload":"abc"}', headers={'Content-Type': 'application/json'})
             r = c.getresponse()
@@ -58,8 +66,10 @@ struct HTTPFrontTests {
     func h2cPost() throws {
         let front = try startFront()
         defer { front.stop() }
-        let r = try curl(["--http2-prior-knowledge", "-H", "content-type: application/json", "--data-binary", #"{"a":1}"#,
-                          "http://\(front.address)/notify"])
+        let r = try curl([
+            "--http2-prior-knowledge", "-H", "content-type: application/json", "--data-binary", #"{"a":1}"#,
+            "http://\(front.address)/notify",
+        ])
         #expect(r.status == 200)
         #expect(r.version == "2")
         #expect(r.body == #"{"echo":{"a":1},"version":"HTTP/2"}"#)
@@ -71,8 +81,10 @@ struct HTTPFrontTests {
         defer { cert.remove() }
         let front = try startFront { $0.tls = HTTPFrontConfiguration.TLS(certificatePath: cert.certificate, keyPath: cert.key) }
         defer { front.stop() }
-        let r = try curl([flag, "--cacert", cert.certificate, "-H", "content-type: application/json", "--data-binary", "[1]",
-                          "https://\(front.address)/notify"])
+        let r = try curl([
+            flag, "--cacert", cert.certificate, "-H", "content-type: application/json", "--data-binary", "[1]",
+            "https://\(front.address)/notify",
+        ])
         #expect(r.status == 200)
         #expect(r.version == version)
         #expect(r.body == #"{"echo":[1],"version":"\#(seen)"}"#)
@@ -85,29 +97,39 @@ struct HTTPFrontTests {
         let probe = FrontProbe()
         let front = try startFront({ $0.maxBodyBytes = 1000 }, probe: probe)
         defer { front.stop() }
-        let declared = try python(front.address, """
+        let declared = try python(
+            front.address,
+            """
             c = http.client.HTTPConnection(host, port, timeout=5)
             c.request('POST', '/notify', body=b'x' * 5000, headers={'Content-Type': 'application/json'})
             print(c.getresponse().status)
             """)
         #expect(declared == "413")
-        let chunked = try python(front.address, """
+        let chunked = try python(
+            front.address,
+            """
             c = http.client.HTTPConnection(host, port, timeout=5)
             c.request('POST', '/notify', body=iter([b'y' * 700, b'y' * 700]), headers={'Content-Type': 'application/json'}, encode_chunked=True)
             print(c.getresponse().status)
             """)
         #expect(chunked == "413")
-        let h2 = try curl(["--http2-prior-knowledge", "-H", "content-type: application/json", "--data-binary", String(repeating: "z", count: 5000),
-                           "http://\(front.address)/notify"])
+        let h2 = try curl([
+            "--http2-prior-knowledge", "-H", "content-type: application/json", "--data-binary", String(repeating: "z", count: 5000),
+            "http://\(front.address)/notify",
+        ])
         #expect(h2.status == 413)
         // Still sending long after the answer came (as a loaded client may be): the rest is read and dropped,
         // and the client sees its 413 rather than a reset stream.
-        let h2Long = try curl(["--http2-prior-knowledge", "-H", "content-type: application/json", "--data-binary",
-                               String(repeating: "z", count: 120_000), "http://\(front.address)/notify"])
+        let h2Long = try curl([
+            "--http2-prior-knowledge", "-H", "content-type: application/json", "--data-binary",
+            String(repeating: "z", count: 120_000), "http://\(front.address)/notify",
+        ])
         #expect(h2Long.status == 413)
         // Within the limit still works.
-        let fits = try curl(["-H", "content-type: application/json", "--data-binary", "[" + String(repeating: "1,", count: 400) + "1]",
-                             "http://\(front.address)/notify"])
+        let fits = try curl([
+            "-H", "content-type: application/json", "--data-binary", "[" + String(repeating: "1,", count: 400) + "1]",
+            "http://\(front.address)/notify",
+        ])
         #expect(fits.status == 200)
         #expect(probe.handled.withLock { $0 } == 1)
     }
@@ -155,7 +177,9 @@ struct HTTPFrontTests {
         let front = try startFront({ $0.requestTimeoutSeconds = 1 }, probe: probe)
         defer { front.stop() }
         let started = Date()
-        let out = try python(front.address, """
+        let out = try python(
+            front.address,
+            """
             s = socket.create_connection((host, port), timeout=10)
             s.sendall(b'POST /notify HTTP/1.1\\r\\nHost: x\\r\\nContent-Type: application/json\\r\\nContent-Length: 40\\r\\n\\r\\n')
             try:

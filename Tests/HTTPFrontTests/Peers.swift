@@ -82,9 +82,11 @@ struct TestCertificate {
     init() throws {
         directory = NSTemporaryDirectory() + "httpfront-\(getpid())-\(UInt32.random(in: 0...UInt32.max))"
         try FileManager.default.createDirectory(atPath: directory, withIntermediateDirectories: true)
-        _ = try runPeer(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
-                         "-keyout", directory + "/key.pem", "-out", directory + "/cert.pem", "-days", "1",
-                         "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"])
+        _ = try runPeer([
+            "openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes",
+            "-keyout", directory + "/key.pem", "-out", directory + "/cert.pem", "-days", "1",
+            "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1",
+        ])
     }
 
     func remove() { try? FileManager.default.removeItem(atPath: directory) }

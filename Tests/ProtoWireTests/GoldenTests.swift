@@ -86,8 +86,9 @@ let goldenCases: [GoldenCase] = {
     var restoreResponse = RestorePurchasesResponse()
     restoreResponse.entitlements = [e1, e2]
     let info = ErrorInfo(reason: "INVALID_FIELD", domain: "billing.v1", metadata: ["field": "account_id", "a": "1", "z": "\u{e9}"])
-    let status = RichStatus(code: 3, message: "account_id is required",
-                            details: [AnyMessage(typeURL: ErrorInfo.typeURL, value: info.encoded())])
+    let status = RichStatus(
+        code: 3, message: "account_id is required",
+        details: [AnyMessage(typeURL: ErrorInfo.typeURL, value: info.encoded())])
     var all = WireAll()
     all.i32 = -5; all.i64 = -(1 << 40); all.u32 = 4_000_000_000; all.u64 = UInt64.max; all.s32 = -64; all.s64 = -(1 << 62)
     all.f32 = 0xDEAD_BEEF; all.f64 = 0x0123_4567_89AB_CDEF; all.sf32 = -2; all.sf64 = -(1 << 50); all.b = true

@@ -13,12 +13,15 @@ struct AfterSale {
     let processor: NotificationProcessor
     let clock = ManualClock(milliseconds: Shop.now)
 
-    init(_ backend: Backend, environments: Set<AppStoreEnvironment> = [.xcode, .sandbox],
-         policy: PurchaseEngine.Policy = PurchaseEngine.Policy()) {
+    init(
+        _ backend: Backend, environments: Set<AppStoreEnvironment> = [.xcode, .sandbox],
+        policy: PurchaseEngine.Policy = PurchaseEngine.Policy()
+    ) {
         h = Harness(backend)
         processor = NotificationProcessor(
-            settings: VerifierSettings(anchors: TrustAnchors(roots: [Shop.store.root]), bundleIDs: [Shop.bundle],
-                                       environments: environments, now: { Shop.now }),
+            settings: VerifierSettings(
+                anchors: TrustAnchors(roots: [Shop.store.root]), bundleIDs: [Shop.bundle],
+                environments: environments, now: { Shop.now }),
             store: h.store, catalog: nil, policy: policy, clock: clock)
     }
 
@@ -26,9 +29,11 @@ struct AfterSale {
     static let sub = "Auto-Renewable Subscription"
 
     /// A signed transaction as a notification nests it.
-    static func tx(_ id: String, product: String = "com.example.premium", type: String = "Non-Consumable", original: String? = nil,
-                   token: String? = nil, purchase: Int64 = Shop.now - 10_000, expires: Int64? = nil, revoked: Int64? = nil,
-                   signed: Int64 = Shop.now) -> TestStore.Transaction {
+    static func tx(
+        _ id: String, product: String = "com.example.premium", type: String = "Non-Consumable", original: String? = nil,
+        token: String? = nil, purchase: Int64 = Shop.now - 10_000, expires: Int64? = nil, revoked: Int64? = nil,
+        signed: Int64 = Shop.now
+    ) -> TestStore.Transaction {
         var t = TestStore.Transaction(transactionID: id, productID: product, type: type, bundleID: Shop.bundle, purchaseDate: purchase)
         t.originalTransactionID = original
         t.appAccountToken = token
@@ -39,11 +44,14 @@ struct AfterSale {
         return t
     }
 
-    static func note(_ type: String, subtype: String? = nil, uuid: String = UUID().uuidString.lowercased(), signed: Int64,
-                     tx: TestStore.Transaction? = nil, renewal: TestStore.RenewalInfo? = nil,
-                     environment: String = "Xcode") -> TestStore.Notification {
-        var n = TestStore.Notification(type: type, subtype: subtype, uuid: uuid, signedDate: signed, bundleID: Shop.bundle,
-                                       environment: environment)
+    static func note(
+        _ type: String, subtype: String? = nil, uuid: String = UUID().uuidString.lowercased(), signed: Int64,
+        tx: TestStore.Transaction? = nil, renewal: TestStore.RenewalInfo? = nil,
+        environment: String = "Xcode"
+    ) -> TestStore.Notification {
+        var n = TestStore.Notification(
+            type: type, subtype: subtype, uuid: uuid, signedDate: signed, bundleID: Shop.bundle,
+            environment: environment)
         n.transaction = tx
         n.renewal = renewal
         return n
@@ -80,8 +88,9 @@ struct AfterSaleTests {
         _ = try a.h.submit(order.id, .signedTransaction(Shop.jws("r1", token: order.id))).get()
         #expect(a.entitlements("alice").map(\.active) == [true])
         let start = a.events().last!.cursor
-        let refund = AfterSale.note("REFUND", signed: Shop.now + 5000,
-                                    tx: AfterSale.tx("r1", token: order.id, revoked: Shop.now + 4000, signed: Shop.now + 5000))
+        let refund = AfterSale.note(
+            "REFUND", signed: Shop.now + 5000,
+            tx: AfterSale.tx("r1", token: order.id, revoked: Shop.now + 4000, signed: Shop.now + 5000))
         #expect(a.notify(refund) == .done(.applied))
         #expect(a.h.get(order.id).state == .refunded)
         let e = try #require(a.entitlements("alice").first)
@@ -121,15 +130,18 @@ struct AfterSaleTests {
         // Through RestorePurchases.
         let second = a.h.order("bob", product: "com.example.other")
         _ = try a.h.submit(second.id, .signedTransaction(Shop.jws("v2", product: "com.example.other", token: second.id))).get()
-        let newer = try Shop.store.signedTransaction(AfterSale.tx("v2", product: "com.example.other", token: second.id,
-                                                                  revoked: Shop.now + 100, signed: Shop.now + 300))
+        let newer = try Shop.store.signedTransaction(
+            AfterSale.tx(
+                "v2", product: "com.example.other", token: second.id,
+                revoked: Shop.now + 100, signed: Shop.now + 300))
         let restored = try a.h.restore("bob", jws: [newer]).get()
         #expect(restored.first { $0.productID == "com.example.other" }?.active == false)
         #expect(a.h.get(second.id).state == .refunded)
     }
 
-    @Test("a purchase notification whose token names a PENDING order completes it once; SubmitReceipt then answers already_processed",
-          arguments: Backend.all)
+    @Test(
+        "a purchase notification whose token names a PENDING order completes it once; SubmitReceipt then answers already_processed",
+        arguments: Backend.all)
     func purchaseNotificationCompletes(_ backend: Backend) throws {
         let a = AfterSale(backend)
         defer { a.h.store.close() }
@@ -177,7 +189,8 @@ struct AfterSaleTests {
         defer { a.h.store.close() }
         // No token, no owner: kept without an account.
         #expect(a.notify(AfterSale.note("ONE_TIME_CHARGE", signed: Shop.now, tx: AfterSale.tx("u1"))) == .done(.applied))
-        #expect(a.notify(AfterSale.note("REFUND", signed: Shop.now + 10, tx: AfterSale.tx("u1", revoked: Shop.now + 5, signed: Shop.now + 10)))
+        #expect(
+            a.notify(AfterSale.note("REFUND", signed: Shop.now + 10, tx: AfterSale.tx("u1", revoked: Shop.now + 5, signed: Shop.now + 10)))
                 == .done(.applied))
         #expect(a.events().isEmpty)
         let order = a.h.order("dave")
@@ -187,19 +200,23 @@ struct AfterSaleTests {
         let owned = try a.h.restore("erin", jws: [Shop.jws("u2", product: "com.example.two")]).get()
         #expect(owned.map(\.productID) == ["com.example.two"] && owned[0].active)
         let order2 = a.h.order("frank", product: "com.example.two")
-        #expect(a.h.submit(order2.id, .signedTransaction(Shop.jws("u2", product: "com.example.two"))).failure
+        #expect(
+            a.h.submit(order2.id, .signedTransaction(Shop.jws("u2", product: "com.example.two"))).failure
                 == .transactionAlreadyClaimed(transactionID: "u2"))
     }
 
     @Test("a renewal and its refund kept before anyone owned the subscription apply when an earlier transaction of it is proved", arguments: Backend.all)
     func unownedRenewalsAttach(_ backend: Backend) throws {
         let day: Int64 = 86_400_000
-        let renewal = AfterSale.tx("k2", product: AfterSale.monthly, type: AfterSale.sub, original: "k1", purchase: Shop.now - 10 * day,
-                                   expires: Shop.now + 20 * day, signed: Shop.now - 10 * day)
-        let refunded = AfterSale.tx("k2", product: AfterSale.monthly, type: AfterSale.sub, original: "k1", purchase: Shop.now - 10 * day,
-                                    expires: Shop.now + 20 * day, revoked: Shop.now - day, signed: Shop.now - day)
-        let proof = Shop.jws("k1", product: AfterSale.monthly, type: AfterSale.sub, purchase: Shop.now - 40 * day, expires: Shop.now - 10 * day,
-                             original: "k1")
+        let renewal = AfterSale.tx(
+            "k2", product: AfterSale.monthly, type: AfterSale.sub, original: "k1", purchase: Shop.now - 10 * day,
+            expires: Shop.now + 20 * day, signed: Shop.now - 10 * day)
+        let refunded = AfterSale.tx(
+            "k2", product: AfterSale.monthly, type: AfterSale.sub, original: "k1", purchase: Shop.now - 10 * day,
+            expires: Shop.now + 20 * day, revoked: Shop.now - day, signed: Shop.now - day)
+        let proof = Shop.jws(
+            "k1", product: AfterSale.monthly, type: AfterSale.sub, purchase: Shop.now - 40 * day, expires: Shop.now - 10 * day,
+            original: "k1")
         var seen: [[String]] = []
         for proveFirst in [true, false] {
             let a = AfterSale(backend)
@@ -215,22 +232,25 @@ struct AfterSaleTests {
         #expect(seen[0] == seen[1])
     }
 
-    @Test("renewals: DID_RENEW moves the expiry forward, grace period keeps it active, EXPIRED ends it, auto-renew follows the newest",
-          arguments: Backend.all)
+    @Test(
+        "renewals: DID_RENEW moves the expiry forward, grace period keeps it active, EXPIRED ends it, auto-renew follows the newest",
+        arguments: Backend.all)
     func renewals(_ backend: Backend) throws {
         let a = AfterSale(backend)
         defer { a.h.store.close() }
         let order = a.h.order("gina", product: AfterSale.monthly)
         let day: Int64 = 86_400_000
-        let t0 = AfterSale.tx("s1", product: AfterSale.monthly, type: AfterSale.sub, original: "s1", token: order.id,
-                              purchase: Shop.now - day, expires: Shop.now + 29 * day, signed: Shop.now - day)
+        let t0 = AfterSale.tx(
+            "s1", product: AfterSale.monthly, type: AfterSale.sub, original: "s1", token: order.id,
+            purchase: Shop.now - day, expires: Shop.now + 29 * day, signed: Shop.now - day)
         #expect(a.notify(AfterSale.note("SUBSCRIBED", subtype: "INITIAL_BUY", signed: Shop.now - day, tx: t0)) == .done(.applied))
         #expect(a.h.get(order.id).state == .completed)
         var e = try #require(a.entitlements("gina").first)
         #expect(e.active && e.expiresTimeMs == Shop.now + 29 * day && e.autoRenew)
 
-        let t1 = AfterSale.tx("s2", product: AfterSale.monthly, type: AfterSale.sub, original: "s1", purchase: Shop.now + 29 * day,
-                              expires: Shop.now + 59 * day, signed: Shop.now + 29 * day)
+        let t1 = AfterSale.tx(
+            "s2", product: AfterSale.monthly, type: AfterSale.sub, original: "s1", purchase: Shop.now + 29 * day,
+            expires: Shop.now + 59 * day, signed: Shop.now + 29 * day)
         #expect(a.notify(AfterSale.note("DID_RENEW", signed: Shop.now + 29 * day, tx: t1)) == .done(.applied))
         e = try #require(a.entitlements("gina").first)
         #expect(e.latestTransactionID == "s2" && e.expiresTimeMs == Shop.now + 59 * day)
@@ -239,8 +259,11 @@ struct AfterSaleTests {
         #expect(a.entitlements("gina").first?.expiresTimeMs == Shop.now + 59 * day)
 
         var off = TestStore.RenewalInfo(originalTransactionID: "s1", productID: AfterSale.monthly, autoRenewStatus: 0, signedDate: Shop.now + 30 * day)
-        #expect(a.notify(AfterSale.note("DID_CHANGE_RENEWAL_STATUS", subtype: "AUTO_RENEW_DISABLED", signed: Shop.now + 30 * day,
-                                        tx: t1, renewal: off)) == .done(.applied))
+        #expect(
+            a.notify(
+                AfterSale.note(
+                    "DID_CHANGE_RENEWAL_STATUS", subtype: "AUTO_RENEW_DISABLED", signed: Shop.now + 30 * day,
+                    tx: t1, renewal: off)) == .done(.applied))
         #expect(a.entitlements("gina").first?.autoRenew == false)
         // An older status never wins over the newer one.
         off.autoRenewStatus = 1
@@ -251,7 +274,8 @@ struct AfterSaleTests {
         // Billing grace period: active past the expiry until the grace period ends.
         var grace = TestStore.RenewalInfo(originalTransactionID: "s1", productID: AfterSale.monthly, signedDate: Shop.now + 59 * day)
         grace.gracePeriodExpiresDate = Shop.now + 75 * day
-        #expect(a.notify(AfterSale.note("DID_FAIL_TO_RENEW", subtype: "GRACE_PERIOD", signed: Shop.now + 59 * day, tx: t1, renewal: grace))
+        #expect(
+            a.notify(AfterSale.note("DID_FAIL_TO_RENEW", subtype: "GRACE_PERIOD", signed: Shop.now + 59 * day, tx: t1, renewal: grace))
                 == .done(.applied))
         a.clock.advance(milliseconds: 60 * day)
         e = try #require(a.entitlements("gina").first)
@@ -261,8 +285,11 @@ struct AfterSaleTests {
         #expect(a.entitlements("gina").first?.active == false)
         let inactive: Result<[Billing.Entitlement], BillingError> = wait { a.h.engine.entitlements(accountID: "gina", includeInactive: false, completion: $0) }
         #expect(try inactive.get().isEmpty)
-        #expect(a.kinds("gina") == [.orderCreated, .orderCompleted, .entitlementGranted, .entitlementRenewed, .entitlementRenewed,
-                                    .renewalStatusChanged, .renewalStatusChanged, .billingIssue, .entitlementExpired])
+        #expect(
+            a.kinds("gina") == [
+                .orderCreated, .orderCompleted, .entitlementGranted, .entitlementRenewed, .entitlementRenewed,
+                .renewalStatusChanged, .renewalStatusChanged, .billingIssue, .entitlementExpired,
+            ])
     }
 
     @Test("a notification for an environment not accepted is recorded as ignored and changes nothing", arguments: Backend.all)
@@ -270,8 +297,12 @@ struct AfterSaleTests {
         let a = AfterSale(backend, environments: [.xcode])
         defer { a.h.store.close() }
         let order = a.h.order("hank")
-        let n = AfterSale.note("ONE_TIME_CHARGE", signed: Shop.now, tx: { var t = AfterSale.tx("i1", token: order.id); t.environment = "Sandbox"; return t }(),
-                               environment: "Sandbox")
+        let n = AfterSale.note(
+            "ONE_TIME_CHARGE", signed: Shop.now,
+            tx: {
+                var t = AfterSale.tx("i1", token: order.id); t.environment = "Sandbox"; return t
+            }(),
+            environment: "Sandbox")
         #expect(a.notify(n) == .done(.ignored))
         #expect(a.notify(n) == .done(.duplicate))
         #expect(a.h.get(order.id).state == .pending)
@@ -334,10 +365,12 @@ struct AfterSaleTests {
         defer { a.h.store.close() }
         let day: Int64 = 86_400_000
         let order = a.h.order("kim", product: AfterSale.monthly)
-        let t1 = AfterSale.tx("m1", product: AfterSale.monthly, type: AfterSale.sub, original: "m1", token: order.id,
-                              purchase: Shop.now - day, expires: Shop.now + 29 * day, signed: Shop.now - day)
-        let t2 = AfterSale.tx("m2", product: AfterSale.monthly, type: AfterSale.sub, original: "m1",
-                              purchase: Shop.now + 29 * day, expires: Shop.now + 59 * day, signed: Shop.now + 29 * day)
+        let t1 = AfterSale.tx(
+            "m1", product: AfterSale.monthly, type: AfterSale.sub, original: "m1", token: order.id,
+            purchase: Shop.now - day, expires: Shop.now + 29 * day, signed: Shop.now - day)
+        let t2 = AfterSale.tx(
+            "m2", product: AfterSale.monthly, type: AfterSale.sub, original: "m1",
+            purchase: Shop.now + 29 * day, expires: Shop.now + 59 * day, signed: Shop.now + 29 * day)
         #expect(a.notify(AfterSale.note("SUBSCRIBED", signed: Shop.now - day, tx: t1)) == .done(.applied))
         #expect(a.notify(AfterSale.note("DID_RENEW", signed: Shop.now + 29 * day, tx: t2)) == .done(.applied))
         // Another account restores with the renewal alone (StoreKit's current entitlements): the whole subscription moves.
@@ -409,8 +442,12 @@ struct AfterSaleTests {
         for n in storm { _ = shuffled.notify(resolve(n) { _, b in b }) }
         for (a, b) in orders { #expect(inOrder.h.get(a).state == shuffled.h.get(b).state) }
         for i in 0..<7 {
-            let x = inOrder.entitlements("acct-\(i)").map { ($0.originalTransactionID, $0.latestTransactionID, $0.expiresTimeMs, $0.active, $0.autoRenew, $0.revocationTimeMs) }
-            let y = shuffled.entitlements("acct-\(i)").map { ($0.originalTransactionID, $0.latestTransactionID, $0.expiresTimeMs, $0.active, $0.autoRenew, $0.revocationTimeMs) }
+            let x = inOrder.entitlements("acct-\(i)").map {
+                ($0.originalTransactionID, $0.latestTransactionID, $0.expiresTimeMs, $0.active, $0.autoRenew, $0.revocationTimeMs)
+            }
+            let y = shuffled.entitlements("acct-\(i)").map {
+                ($0.originalTransactionID, $0.latestTransactionID, $0.expiresTimeMs, $0.active, $0.autoRenew, $0.revocationTimeMs)
+            }
             #expect(x.count == y.count && zip(x, y).allSatisfy { $0 == $1 })
         }
         #expect(inOrder.events().count == shuffled.events().count)
@@ -427,15 +464,17 @@ enum Storm {
         let original = "st-\(i)-0"
         var t = Shop.now + Int64(i) * 1000
         var notes: [TestStore.Notification] = []
-        let first = AfterSale.tx(original, product: AfterSale.monthly, type: AfterSale.sub, original: original, token: token,
-                                 purchase: t, expires: t + 30 * day, signed: t)
+        let first = AfterSale.tx(
+            original, product: AfterSale.monthly, type: AfterSale.sub, original: original, token: token,
+            purchase: t, expires: t + 30 * day, signed: t)
         notes.append(AfterSale.note("SUBSCRIBED", subtype: "INITIAL_BUY", signed: t, tx: first))
         let renewals = Int.random(in: 0...3, using: &rng)
         var last = first
         for r in 1...max(1, renewals) where renewals > 0 {
             t += 30 * day
-            last = AfterSale.tx("st-\(i)-\(r)", product: AfterSale.monthly, type: AfterSale.sub, original: original, token: token,
-                                purchase: t, expires: t + 30 * day, signed: t)
+            last = AfterSale.tx(
+                "st-\(i)-\(r)", product: AfterSale.monthly, type: AfterSale.sub, original: original, token: token,
+                purchase: t, expires: t + 30 * day, signed: t)
             notes.append(AfterSale.note("DID_RENEW", signed: t, tx: last))
         }
         if Int.random(in: 0..<3, using: &rng) == 0 {

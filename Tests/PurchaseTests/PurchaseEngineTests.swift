@@ -19,15 +19,20 @@ enum Shop {
     static let now: Int64 = 1_790_000_000_000
 
     static func verifier(environments: Set<AppStoreEnvironment> = [.xcode, .sandbox]) -> AppStoreProofVerifier {
-        AppStoreProofVerifier(settings: VerifierSettings(anchors: TrustAnchors(roots: [store.root]), bundleIDs: [bundle],
-                                                         environments: environments, now: { now }))
+        AppStoreProofVerifier(
+            settings: VerifierSettings(
+                anchors: TrustAnchors(roots: [store.root]), bundleIDs: [bundle],
+                environments: environments, now: { now }))
     }
 
-    static func jws(_ id: String, product: String = "com.example.premium", type: String = "Non-Consumable", token: String? = nil,
-                    purchase: Int64 = now - 1000, expires: Int64? = nil, revoked: Int64? = nil, original: String? = nil,
-                    environment: String = "Xcode", bundle: String = Shop.bundle) -> String {
-        var t = TestStore.Transaction(transactionID: id, productID: product, type: type, bundleID: bundle, environment: environment,
-                                      purchaseDate: purchase)
+    static func jws(
+        _ id: String, product: String = "com.example.premium", type: String = "Non-Consumable", token: String? = nil,
+        purchase: Int64 = now - 1000, expires: Int64? = nil, revoked: Int64? = nil, original: String? = nil,
+        environment: String = "Xcode", bundle: String = Shop.bundle
+    ) -> String {
+        var t = TestStore.Transaction(
+            transactionID: id, productID: product, type: type, bundleID: bundle, environment: environment,
+            purchaseDate: purchase)
         t.appAccountToken = token
         t.expiresDate = expires
         t.revocationDate = revoked
@@ -56,12 +61,12 @@ struct Backend: Sendable, CustomTestStringConvertible {
     var testDescription: String { name }
     static var all: [Backend] {
         var backends = [
-        Backend(name: "memory") { InMemoryOrderStore() },
-        Backend(name: "sqlite") {
-            let dir = FileManager.default.temporaryDirectory.appendingPathComponent("billing-purchase-\(UUID().uuidString)")
-            try! FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
-            return try! SQLiteOrderStore(path: dir.appendingPathComponent("o.db").path)
-        },
+            Backend(name: "memory") { InMemoryOrderStore() },
+            Backend(name: "sqlite") {
+                let dir = FileManager.default.temporaryDirectory.appendingPathComponent("billing-purchase-\(UUID().uuidString)")
+                try! FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+                return try! SQLiteOrderStore(path: dir.appendingPathComponent("o.db").path)
+            },
         ]
         if ProcessInfo.processInfo.environment["BILLING_TEST_POSTGRES"] != nil {
             backends.append(Backend(name: "postgres") { try! PostgresOrderStore(url: PostgresDB.create(), poolSize: 4) })
@@ -85,7 +90,6 @@ enum PostgresDB {
     }
 }
 
-
 /// An engine over a backend, with helpers that wait for answers.
 struct Harness {
     let store: any OrderStore
@@ -94,8 +98,9 @@ struct Harness {
     init(_ backend: Backend, policy: RestorePolicy = .transfer, catalog: Catalog? = nil, rules: PurchaseEngine.Policy = .init()) {
         store = backend.make()
         let clock = ManualClock(milliseconds: Shop.now)
-        engine = PurchaseEngine(orders: OrderService(store: store, catalog: catalog, clock: clock), verifier: Shop.verifier(),
-                                restorePolicy: policy, policy: rules, clock: clock)
+        engine = PurchaseEngine(
+            orders: OrderService(store: store, catalog: catalog, clock: clock), verifier: Shop.verifier(),
+            restorePolicy: policy, policy: rules, clock: clock)
     }
 
     func order(_ account: String = "acct", product: String = "com.example.premium") -> Billing.Order {
@@ -161,16 +166,20 @@ struct PurchaseEngineTests {
         let h = Harness(backend)
         defer { h.store.close() }
         let order = h.order()
-        #expect(h.submit(order.id, .signedTransaction(Shop.jws("3001", product: "com.example.other"))).failure
-            == .productMismatch(orderProduct: "com.example.premium", proofProduct: "com.example.other"))
-        #expect(h.submit(order.id, .signedTransaction(Shop.jws("3002", token: UUID().uuidString.lowercased()))).failure
-            == .accountTokenMismatch(orderID: order.id))
-        #expect(h.submit(order.id, .signedTransaction(Shop.jws("3003", revoked: Shop.now - 10))).failure
-            == .transactionRevoked(transactionID: "3003"))
+        #expect(
+            h.submit(order.id, .signedTransaction(Shop.jws("3001", product: "com.example.other"))).failure
+                == .productMismatch(orderProduct: "com.example.premium", proofProduct: "com.example.other"))
+        #expect(
+            h.submit(order.id, .signedTransaction(Shop.jws("3002", token: UUID().uuidString.lowercased()))).failure
+                == .accountTokenMismatch(orderID: order.id))
+        #expect(
+            h.submit(order.id, .signedTransaction(Shop.jws("3003", revoked: Shop.now - 10))).failure
+                == .transactionRevoked(transactionID: "3003"))
         _ = try! h.submit(order.id, .signedTransaction(Shop.jws("3004"))).get()
         #expect(h.submit(order.id, .signedTransaction(Shop.jws("3005"))).failure == .orderNotPending(orderID: order.id, state: .completed))
-        #expect(h.submit("00000000-0000-4000-8000-000000000000", .signedTransaction(Shop.jws("3006"))).failure
-            == .orderNotFound(orderID: "00000000-0000-4000-8000-000000000000"))
+        #expect(
+            h.submit("00000000-0000-4000-8000-000000000000", .signedTransaction(Shop.jws("3006"))).failure
+                == .orderNotFound(orderID: "00000000-0000-4000-8000-000000000000"))
         #expect(h.submit("nope", .signedTransaction(Shop.jws("3007"))).failure == .invalidField(field: "order_id", problem: "is not a UUID"))
         #expect(h.submit(order.id, nil).failure == .invalidField(field: "proof", problem: "is required: signed_transaction or app_receipt"))
         // An upper-case appAccountToken is the same UUID.
@@ -220,15 +229,18 @@ struct PurchaseEngineTests {
     func receipts(_ backend: Backend) throws {
         let h = Harness(backend)
         defer { h.store.close() }
-        let receipt = Shop.receipt([("com.example.premium", "5001", Shop.now - 3000, nil), ("com.example.premium", "5002", Shop.now - 2000, nil),
-                                    ("com.example.other", "5003", Shop.now - 1000, nil)])
+        let receipt = Shop.receipt([
+            ("com.example.premium", "5001", Shop.now - 3000, nil), ("com.example.premium", "5002", Shop.now - 2000, nil),
+            ("com.example.other", "5003", Shop.now - 1000, nil),
+        ])
         let a = h.order(), b = h.order(), c = h.order(), d = h.order()
         #expect(try h.submit(a.id, .appReceipt(receipt)).get().transaction.transactionID == "5002")
         #expect(try h.submit(b.id, .appReceipt(receipt)).get().transaction.transactionID == "5001")
         guard case .transactionNotFound = h.submit(c.id, .appReceipt(receipt)).failure else { Issue.record("all claimed"); return }
         guard case .transactionNotFound = h.submit(c.id, .appReceipt(receipt), transactionID: "9999").failure else { Issue.record("id"); return }
-        #expect(h.submit(c.id, .appReceipt(receipt), transactionID: "5003").failure
-            == .productMismatch(orderProduct: "com.example.premium", proofProduct: "com.example.other"))
+        #expect(
+            h.submit(c.id, .appReceipt(receipt), transactionID: "5003").failure
+                == .productMismatch(orderProduct: "com.example.premium", proofProduct: "com.example.other"))
         #expect(h.submit(d.id, .appReceipt(receipt), transactionID: "5001").failure == .transactionAlreadyClaimed(transactionID: "5001"))
         // The retry of a's receipt answers a's transaction.
         let again = try h.submit(a.id, .appReceipt(receipt)).get()
@@ -255,8 +267,9 @@ struct PurchaseEngineTests {
         #expect(e.first { $0.productID == "premium" }?.active == true)
     }
 
-    @Test("restore: a subscription's renewals oldest first end on the newest (all recorded before the entitlement is computed)",
-          arguments: Backend.all)
+    @Test(
+        "restore: a subscription's renewals oldest first end on the newest (all recorded before the entitlement is computed)",
+        arguments: Backend.all)
     func restoreRenewalsOldestFirst(_ backend: Backend) throws {
         let h = Harness(backend)
         defer { h.store.close() }
@@ -266,8 +279,10 @@ struct PurchaseEngineTests {
         for i in 0..<6 {
             let purchase: Int64 = first + Int64(i) * month
             let expires: Int64 = purchase + month
-            jws.append(Shop.jws(String(8000 + i), product: "pro.monthly", type: "Auto-Renewable Subscription", purchase: purchase,
-                                expires: expires, original: "8000"))
+            jws.append(
+                Shop.jws(
+                    String(8000 + i), product: "pro.monthly", type: "Auto-Renewable Subscription", purchase: purchase,
+                    expires: expires, original: "8000"))
         }
         for (account, order) in [("acct-up", jws), ("acct-down", Array(jws.reversed()))] {
             let e = try h.restore(account, jws: order).get()
@@ -278,14 +293,16 @@ struct PurchaseEngineTests {
         }
     }
 
-    @Test("restore under keep: a newer revoked view of another account's purchase revokes that account's entitlement",
-          arguments: Backend.all)
+    @Test(
+        "restore under keep: a newer revoked view of another account's purchase revokes that account's entitlement",
+        arguments: Backend.all)
     func keepRevocationReachesOwner(_ backend: Backend) throws {
         let h = Harness(backend, policy: .keep)
         defer { h.store.close() }
         #expect(try h.restore("alice", jws: [Shop.jws("9100", product: "premium")]).get().first?.active == true)
-        var later = TestStore.Transaction(transactionID: "9100", productID: "premium", type: "Non-Consumable", bundleID: Shop.bundle,
-                                          environment: "Xcode", purchaseDate: Shop.now - 1000)
+        var later = TestStore.Transaction(
+            transactionID: "9100", productID: "premium", type: "Non-Consumable", bundleID: Shop.bundle,
+            environment: "Xcode", purchaseDate: Shop.now - 1000)
         later.revocationDate = Shop.now - 10
         later.signedDate = Shop.now + 1000  // newer than what alice's proof said
         let revoked = try Shop.store.signedTransaction(later)
@@ -364,8 +381,9 @@ struct PurchaseEngineTests {
         defer { h.store.close() }
         let order = h.order()
         #expect(h.submit(order.id, .signedTransaction(Shop.jws("1201"))).failure == .accountTokenMismatch(orderID: order.id))
-        #expect(h.submit(order.id, .signedTransaction(Shop.jws("1202", token: UUID().uuidString.lowercased()))).failure
-            == .accountTokenMismatch(orderID: order.id))
+        #expect(
+            h.submit(order.id, .signedTransaction(Shop.jws("1202", token: UUID().uuidString.lowercased()))).failure
+                == .accountTokenMismatch(orderID: order.id))
         #expect(h.get(order.id).state == .pending)
         #expect(try h.submit(order.id, .signedTransaction(Shop.jws("1203", token: order.id.uppercased()))).get().order.state == .completed)
         let second = h.order()
@@ -382,11 +400,18 @@ struct PurchaseEngineTests {
         let h = Harness(backend, rules: .init(rejectStalePurchases: true, clockSkewMs: 60_000))
         defer { h.store.close() }
         let order = h.order()  // created at Shop.now
-        #expect(h.submit(order.id, .signedTransaction(Shop.jws("1301", purchase: Shop.now - 60_001))).failure
-            == .transactionPredatesOrder(transactionID: "1301"))
-        #expect(h.submit(order.id, .signedTransaction(Shop.jws("1302", product: "com.example.premium", type: "Auto-Renewable Subscription",
-                                                              purchase: Shop.now - 1000, expires: Shop.now - 1))).failure
-            == .transactionPredatesOrder(transactionID: "1302"))
+        #expect(
+            h.submit(order.id, .signedTransaction(Shop.jws("1301", purchase: Shop.now - 60_001))).failure
+                == .transactionPredatesOrder(transactionID: "1301"))
+        #expect(
+            h.submit(
+                order.id,
+                .signedTransaction(
+                    Shop.jws(
+                        "1302", product: "com.example.premium", type: "Auto-Renewable Subscription",
+                        purchase: Shop.now - 1000, expires: Shop.now - 1))
+            ).failure
+                == .transactionPredatesOrder(transactionID: "1302"))
         // Several receipt records, all stale: the reason is said, not TRANSACTION_NOT_FOUND.
         let stale = Shop.receipt([("com.example.premium", "1303", Shop.now - 3_600_000, nil), ("com.example.other", "1304", Shop.now, nil)])
         #expect(h.submit(order.id, .appReceipt(stale)).failure == .transactionPredatesOrder(transactionID: "1303"))

@@ -86,10 +86,12 @@ extension Result where Failure == RPCError {
 
 @Suite("gRPC header values")
 struct HeaderTests {
-    @Test("grpc-timeout parses every unit", arguments: [
-        ("1H", Int64(3_600_000_000_000)), ("2M", 120_000_000_000), ("3S", 3_000_000_000), ("4m", 4_000_000),
-        ("5u", 5_000), ("6n", 6), ("99999999S", 99_999_999_000_000_000),
-    ])
+    @Test(
+        "grpc-timeout parses every unit",
+        arguments: [
+            ("1H", Int64(3_600_000_000_000)), ("2M", 120_000_000_000), ("3S", 3_000_000_000), ("4m", 4_000_000),
+            ("5u", 5_000), ("6n", 6), ("99999999S", 99_999_999_000_000_000),
+        ])
     func timeouts(_ text: String, _ nanos: Int64) {
         #expect(GRPCHeaders.parseTimeout(text) == nanos)
     }
@@ -113,11 +115,13 @@ struct HeaderTests {
         #expect(GRPCHeaders.percentDecode(encoded) == text)
     }
 
-    @Test("content types", arguments: [
-        ("application/grpc", true), ("application/grpc+proto", true), ("application/grpc; charset=utf-8", true),
-        ("Application/GRPC", true), ("application/grpc+json", false), ("application/json", false), ("", false),
-        ("application/grpcx", false),
-    ])
+    @Test(
+        "content types",
+        arguments: [
+            ("application/grpc", true), ("application/grpc+proto", true), ("application/grpc; charset=utf-8", true),
+            ("Application/GRPC", true), ("application/grpc+json", false), ("application/json", false), ("", false),
+            ("application/grpcx", false),
+        ])
     func contentTypes(_ value: String, _ accepted: Bool) {
         #expect(GRPCHeaders.isGRPCContentType(value) == accepted)
     }
@@ -141,8 +145,9 @@ struct HeaderTests {
 struct RichStatusTests {
     @Test("a service error carries Status with one ErrorInfo in domain billing.v1")
     func errorInfo() throws {
-        let error = RPCError(code: .invalidArgument, message: "account_id is required", reason: "INVALID_FIELD",
-                             metadata: ["field": "account_id"])
+        let error = RPCError(
+            code: .invalidArgument, message: "account_id is required", reason: "INVALID_FIELD",
+            metadata: ["field": "account_id"])
         let status = try RichStatus(decoding: error.richStatus!.encoded())
         #expect(status.code == 3)
         #expect(status.message == "account_id is required")

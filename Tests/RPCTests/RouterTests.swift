@@ -18,10 +18,12 @@ struct RouterTests {
         guard case .unary(_, let handler) = router.resolve(path: path) else { return .failure(.unimplemented(path)) }
         let done = DispatchSemaphore(value: 0)
         let result = Mutex<Result<[UInt8], RPCError>?>(nil)
-        handler(context, bytes, Responder { r in
-            result.withLock { $0 = r }
-            done.signal()
-        })
+        handler(
+            context, bytes,
+            Responder { r in
+                result.withLock { $0 = r }
+                done.signal()
+            })
         _ = done.wait(timeout: .now() + 5)
         return result.withLock { $0 } ?? .failure(RPCError(code: .deadlineExceeded, message: "no answer"))
     }
@@ -70,10 +72,12 @@ struct RouterTests {
         let seen = Seen()
         var router = Router()
         #expect(!router.authenticates && !router.observesCalls)
-        router.intercept(ServerInterceptor(accept: { context in
-            seen.order.withLock { $0.append("a:" + context.method) }
-            return context.metadata("authorization") == nil ? RPCError(code: .unauthenticated, message: "no key") : nil
-        }, finished: { record in seen.records.withLock { $0.append("a:\(record.method)") } }))
+        router.intercept(
+            ServerInterceptor(
+                accept: { context in
+                    seen.order.withLock { $0.append("a:" + context.method) }
+                    return context.metadata("authorization") == nil ? RPCError(code: .unauthenticated, message: "no key") : nil
+                }, finished: { record in seen.records.withLock { $0.append("a:\(record.method)") } }))
         router.authenticate { context in
             seen.order.withLock { $0.append("b:" + context.method) }
             return nil
@@ -84,8 +88,10 @@ struct RouterTests {
         #expect(router.refusal(for: CallContext(method: "no.Such/Method"))?.code == .unauthenticated)
         #expect(router.refusal(for: CallContext(method: "x", metadata: [("authorization", "k")])) == nil)
         #expect(seen.order.withLock { $0 } == ["a:no.Such/Method", "a:x", "b:x"])
-        router.finished(CallRecord(method: "x", knownMethod: false, code: .unimplemented, reason: nil, durationNanoseconds: 0,
-                                   peer: "", requestIDPrefix: "p", requestNumber: 1, notes: [], peerSubject: nil))
+        router.finished(
+            CallRecord(
+                method: "x", knownMethod: false, code: .unimplemented, reason: nil, durationNanoseconds: 0,
+                peer: "", requestIDPrefix: "p", requestNumber: 1, notes: [], peerSubject: nil))
         #expect(seen.records.withLock { $0 } == ["a:x", "c:UNIMPLEMENTED"])
     }
 }

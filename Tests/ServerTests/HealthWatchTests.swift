@@ -17,10 +17,12 @@ struct HealthWatchTests {
             if case .message = event { second.withLock { $0 += 1 } }
         }
         // The poller found no watcher and is stopping: exactly then, a second watcher arrives.
-        let state = HealthState(storeReachable: { reachable.load(ordering: .relaxed) }, pollSeconds: 0.01, pollerStopped: {
-            guard !added.exchange(true, ordering: .relaxed) else { return }
-            health.withLock { $0 }?.watch("", secondWriter)
-        })
+        let state = HealthState(
+            storeReachable: { reachable.load(ordering: .relaxed) }, pollSeconds: 0.01,
+            pollerStopped: {
+                guard !added.exchange(true, ordering: .relaxed) else { return }
+                health.withLock { $0 }?.watch("", secondWriter)
+            })
         health.withLock { $0 = state }
         let first = StreamWriter(cancellation: Cancellation()) { _ in }
         state.watch("", first)

@@ -37,10 +37,11 @@ final class MemoryProbe: Sendable {
         }
         router.registerBidiStreaming("t.T/Chat") { [self] context, writer in
             cancellations.withLock { $0.append(context.cancellation) }
-            return StreamReceiver(onMessage: { [self] m in
-                received.withLock { $0.append(m) }
-                writer.send(Blob(m.reversed()))
-            }, onEnd: { writer.finish() })
+            return StreamReceiver(
+                onMessage: { [self] m in
+                    received.withLock { $0.append(m) }
+                    writer.send(Blob(m.reversed()))
+                }, onEnd: { writer.finish() })
         }
         router.intercept(ServerInterceptor(finished: { [self] record in records.withLock { $0.append(record) } }))
         return router
@@ -183,8 +184,9 @@ struct InMemoryTransportTests {
             _ = try c.request("POST", path: "", headers: [("content-type", "application/grpc")], deadline: Monotonic.now() + 5_000_000_000)
         }
         #expect(throws: SocketError.self) {
-            _ = try c.request("POST", path: "/t.T/Echo", headers: [("content-type", "application/grpc"), ("x-bad", "a\u{0}b")],
-                              deadline: Monotonic.now() + 5_000_000_000)
+            _ = try c.request(
+                "POST", path: "/t.T/Echo", headers: [("content-type", "application/grpc"), ("x-bad", "a\u{0}b")],
+                deadline: Monotonic.now() + 5_000_000_000)
         }
         #expect(try c.unary("t.T/Echo", message: [3]).message == [3])
         #expect(probe.codes() == [.ok], "a reset request is never a call")
@@ -196,8 +198,9 @@ struct InMemoryTransportTests {
         let (_, c) = pair(probe)
         let get = try c.request("GET", path: "/t.T/Echo", deadline: Monotonic.now() + 5_000_000_000)
         #expect(get.httpStatus == 405)
-        let json = try c.request("POST", path: "/t.T/Echo", headers: [("content-type", "application/json")], body: [1],
-                                 deadline: Monotonic.now() + 5_000_000_000)
+        let json = try c.request(
+            "POST", path: "/t.T/Echo", headers: [("content-type", "application/json")], body: [1],
+            deadline: Monotonic.now() + 5_000_000_000)
         #expect(json.httpStatus == 415)
     }
 

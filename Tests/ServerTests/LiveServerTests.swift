@@ -175,9 +175,11 @@ struct LiveServerTests {
         let cert = dir.appendingPathComponent("cert.pem").path, key = dir.appendingPathComponent("key.pem").path
         let p = Process()
         p.executableURL = URL(fileURLWithPath: "/usr/bin/openssl")
-        p.arguments = ["req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1",
-                       "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1",
-                       "-keyout", key, "-out", cert]
+        p.arguments = [
+            "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "1",
+            "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1",
+            "-keyout", key, "-out", cert,
+        ]
         p.standardError = FileHandle.nullDevice
         try p.run()
         p.waitUntilExit()

@@ -33,24 +33,27 @@ struct RequestFieldCheckTests {
         #expect(Self.run(Array(Self.base.prefix(3))) == .use)  // :authority is optional
     }
 
-    @Test("connection-specific fields and names that are not lowercase tokens are skipped, not fatal",
-          arguments: ["connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade", "X-Upper", "bad name", "bad:colon"])
+    @Test(
+        "connection-specific fields and names that are not lowercase tokens are skipped, not fatal",
+        arguments: ["connection", "keep-alive", "proxy-connection", "transfer-encoding", "upgrade", "X-Upper", "bad name", "bad:colon"])
     func skipped(_ name: String) {
         #expect(Self.run(Self.base + [(name, "keep-alive")]) == .skip)
     }
 
-    @Test("malformed requests", arguments: [
-        [(":method", "POST"), (":scheme", "http")] as [(String, String)],  // no :path
-        [(":method", "POST"), (":path", "/x")],  // no :scheme
-        [(":scheme", "http"), (":path", "/x")],  // no :method
-        base + [(":path", "/again")],  // repeated
-        [(":method", "POST"), ("content-type", "application/grpc"), (":scheme", "http"), (":path", "/x")],  // pseudo after regular
-        base + [(":status", "200")],  // a response's pseudo-field
-        base + [(":protocol", "x")],  // unknown pseudo-field
-        [(":method", "POST"), (":scheme", "http"), (":path", "")],  // empty :path
-        base + [("x-note", "a\u{0}b")], base + [("x-note", "a\rb")], base + [("x-note", "a\nb")],  // NUL, CR, LF
-        base + [("", "v")],  // empty name
-    ])
+    @Test(
+        "malformed requests",
+        arguments: [
+            [(":method", "POST"), (":scheme", "http")] as [(String, String)],  // no :path
+            [(":method", "POST"), (":path", "/x")],  // no :scheme
+            [(":scheme", "http"), (":path", "/x")],  // no :method
+            base + [(":path", "/again")],  // repeated
+            [(":method", "POST"), ("content-type", "application/grpc"), (":scheme", "http"), (":path", "/x")],  // pseudo after regular
+            base + [(":status", "200")],  // a response's pseudo-field
+            base + [(":protocol", "x")],  // unknown pseudo-field
+            [(":method", "POST"), (":scheme", "http"), (":path", "")],  // empty :path
+            base + [("x-note", "a\u{0}b")], base + [("x-note", "a\rb")], base + [("x-note", "a\nb")],  // NUL, CR, LF
+            base + [("", "v")],  // empty name
+        ])
     func malformed(_ fields: [(String, String)]) {
         #expect(Self.run(fields) == .malformed)
     }

@@ -68,10 +68,17 @@ struct EntitlementBackfillTests {
             let db = try SQLiteConnection(path: path)
             for step in Schema.steps(.sqlite).prefix(2) { try db.execute(step) }
             try db.execute("PRAGMA user_version = 2")
-            let columns = "transaction_id, original_transaction_id, account_id, order_id, product_id, product_kind, purchase_time_ms, expires_time_ms, revocation_time_ms, quantity, environment, app_account_token, bundle_id"
-            try db.execute("INSERT INTO transactions (\(columns)) VALUES ('t1', 't1', 'old-account', NULL, 'com.example.premium', 'non_consumable', 1000, 0, 0, 1, 2, NULL, 'b')")
-            try db.execute("INSERT INTO transactions (\(columns)) VALUES ('s2', 's1', 'old-account', NULL, 'com.example.pro', 'auto_renewable_subscription', 2000, 4102444800000, 0, 1, 2, NULL, 'b')")
-            try db.execute("INSERT INTO transactions (\(columns)) VALUES ('c1', 'c1', 'old-account', NULL, 'com.example.coins', 'consumable', 3000, 0, 0, 1, 2, NULL, 'b')")
+            let columns =
+                "transaction_id, original_transaction_id, account_id, order_id, product_id, product_kind, purchase_time_ms, expires_time_ms, revocation_time_ms, quantity, environment, app_account_token, bundle_id"
+            try db.execute(
+                "INSERT INTO transactions (\(columns)) VALUES ('t1', 't1', 'old-account', NULL, 'com.example.premium', 'non_consumable', 1000, 0, 0, 1, 2, NULL, 'b')"
+            )
+            try db.execute(
+                "INSERT INTO transactions (\(columns)) VALUES ('s2', 's1', 'old-account', NULL, 'com.example.pro', 'auto_renewable_subscription', 2000, 4102444800000, 0, 1, 2, NULL, 'b')"
+            )
+            try db.execute(
+                "INSERT INTO transactions (\(columns)) VALUES ('c1', 'c1', 'old-account', NULL, 'com.example.coins', 'consumable', 3000, 0, 0, 1, 2, NULL, 'b')"
+            )
             db.close()
         }
         let store = try SQLiteOrderStore(path: path)

@@ -27,17 +27,18 @@ struct StoreFixture: Sendable, CustomTestStringConvertible {
     /// A fresh database on the PostgreSQL named by BILLING_TEST_POSTGRES (scripts/test starts one).
     static func postgres() -> StoreFixture? {
         guard let url = PostgresTestDatabase.create() else { return nil }
-        return StoreFixture(name: "postgres", open: { try PostgresOrderStore(url: url, poolSize: 4) },
-                            reopen: { try PostgresOrderStore(url: url, poolSize: 4) })
+        return StoreFixture(
+            name: "postgres", open: { try PostgresOrderStore(url: url, poolSize: 4) },
+            reopen: { try PostgresOrderStore(url: url, poolSize: 4) })
     }
 
     static var all: [StoreFixture] { [memory(), sqlite()] + (postgres().map { [$0] } ?? []) }
 }
 
-
 func newOrder(_ account: String = "acct", key: String? = nil, product: String = "p", quantity: Int = 1) -> NewOrder {
-    NewOrder(id: OrderID.make(), accountID: account, productID: product, quantity: quantity, idempotencyKey: key,
-             createTimeMs: 1_700_000_000_000)
+    NewOrder(
+        id: OrderID.make(), accountID: account, productID: product, quantity: quantity, idempotencyKey: key,
+        createTimeMs: 1_700_000_000_000)
 }
 
 @Suite("OrderStore conformance (every backend)")

@@ -1,0 +1,62 @@
+import Foundation
+import Synchronization
+
+final class WALPolicy {
+    let walPath: String
+    /// The file system had room when last looked at (statvfs runs only once the WAL is past 1 MiB).
+    private(set) var roomy = false
+
+    init(walPath: String) { self.walPath = walPath }
+
+    /// Pure: whether a WAL of `walBytes` calls for a checkpoint now.
+    static func needsCheckpoint(walBytes: Int, roomy: Bool) -> Bool {
+        walBytes > (roomy ? SQLiteOrderStore.walRoomyLimitBytes : SQLiteOrderStore.walLimitBytes)
+    }
+
+    func afterGroup(committed: Bool, on db: SQLiteConnection) {
+        let wal = SQLiteOrderStore.fileSize(walPath)
+        if wal > SQLiteOrderStore.walLimitBytes {
+            let now = SQLiteOrderStore.hasRoom(walPath)
+            if now != roomy {
+                roomy = now
+                let limit = now ? SQLiteOrderStore.walRoomyLimitBytes : SQLiteOrderStore.walLimitBytes
+                try? db.execute("PRAGMA journal_size_limit=\(limit)")
+            }
+        }
+        if !committed || Self.needsCheckpoint(walBytes: wal, roomy: roomy) {
+            try? db.execute("PRAGMA wal_checkpoint(PASSIVE)")
+        }
+    }
+}
+
+/// Copies the WAL back into the database file on its own thread and connection (PASSIVE: it never blocks
+/// the writer or readers), every 200 ms while there is something to copy, so commits never pay for it.
+final class Checkpointer: Sendable {
+    private let stopped = Atomic<Bool>(false)
+    private let wake = DispatchSemaphore(value: 0)
+    private let finished = DispatchSemaphore(value: 0)
+
+    init(path: String) throws(StorageError) {
+        let opened = try SQLiteConnection(path: path)
+        try opened.execute("PRAGMA busy_timeout=5000")
+        let connection = Confined(opened)  // from here on, the checkpoint thread's alone
+        let thread = Thread { [self] in
+            while !stopped.load(ordering: .relaxed) {
+                _ = wake.wait(timeout: .now() + .milliseconds(200))
+                try? connection.value.execute("PRAGMA wal_checkpoint(PASSIVE)")
+            }
+            // A last full copy, so a clean stop leaves a small WAL.
+            try? connection.value.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            connection.value.close()
+            finished.signal()
+        }
+        thread.name = "sqlite-checkpoint"
+        thread.start()
+    }
+
+    func stop() {
+        guard !stopped.exchange(true, ordering: .relaxed) else { return }
+        wake.signal()
+        finished.wait()
+    }
+}
