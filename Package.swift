@@ -47,7 +47,7 @@ let package = Package(
         .target(name: "HTTP2", dependencies: ["CNGHTTP2", "COpenSSL", "CSystem", "RPC", "ProtoWire"], exclude: ["README.md"], swiftSettings: hotPath),
         .target(name: "AppStoreAPI", dependencies: ["AppStore", "Crypto", "HTTP2"], exclude: ["README.md"], swiftSettings: strict),
         .target(name: "HTTPFront", dependencies: ["CMicroHTTPD", "CNGHTTP2", "COpenSSL", "CSystem", "HTTP2"], exclude: ["README.md"], swiftSettings: strict),
-        .target(name: "Storage", dependencies: ["CSQLite", "CLibPQ", "Billing"], exclude: ["README.md"], swiftSettings: strict),
+        .target(name: "Storage", dependencies: ["CSQLite", "CLibPQ", "Billing", "Crypto"], exclude: ["README.md"], swiftSettings: strict),
 
         .target(
             name: "Daemon",
@@ -75,7 +75,7 @@ let package = Package(
         .testTarget(
             name: "PurchaseTests", dependencies: ["TestSupport", "Billing", "BillingService", "AppStore", "Crypto", "Storage"],
             swiftSettings: strict),
-        .testTarget(name: "StorageTests", dependencies: ["TestSupport", "Storage", "Billing"], swiftSettings: strict),
+        .testTarget(name: "StorageTests", dependencies: ["TestSupport", "Storage", "Billing", "Crypto"], swiftSettings: strict),
         .testTarget(name: "AppStoreAPITests", dependencies: ["AppStoreAPI", "Crypto"], swiftSettings: strict),
         .testTarget(name: "HTTPFrontTests", dependencies: ["TestSupport", "HTTPFront"], swiftSettings: strict),
         .testTarget(

@@ -126,6 +126,7 @@ final class Worker<Job: Sendable>: Sendable {
     }
 }
 
+/// Counts of group commits: how many, how many writes, the largest group.
 public final class GroupStats: Sendable {
     private let state = Mutex<(commits: Int, writes: Int, largest: Int)>((0, 0, 0))
     func record(_ size: Int) {
@@ -137,11 +138,3 @@ public final class GroupStats: Sendable {
     public var writes: Int { state.withLock { $0.writes } }
     public var largest: Int { state.withLock { $0.largest } }
 }
-
-/// When the writer checkpoints itself, between groups. Past `walLimitBytes` (1 MiB) it does, and
-/// `journal_size_limit` truncates the WAL back to that size when it restarts, so a nearly full disk keeps room
-/// for a checkpoint to grow the database file (docs/FAULTS.md). While the file system has `roomyFreeBytes` free,
-/// the WAL may reach `walRoomyLimitBytes` (16 MiB) and is kept at that size: fewer, larger checkpoints copy a page
-/// that many commits rewrote (index leaves) once, and a WAL rewritten in place needs no new blocks (per
-/// notification: pwrite64 10 -> 7, pread64 2.6 -> 1.5, fdatasync 0.05 -> 0.03, 7 us less system time).
-/// Writer thread only.

@@ -1,3 +1,4 @@
+/// Versioned schema changes, applied in order inside one transaction each; `PRAGMA user_version` records the last.
 enum SQLiteMigrations {
     static let steps = Schema.steps(.sqlite)
 
@@ -21,8 +22,6 @@ enum SQLiteMigrations {
         }
     }
 }
-
-/// Counts of group commits: how many, how many writes, the largest group.
 
 /// Versioned schema for PostgreSQL, applied under an advisory lock so replicas may start at once.
 enum PostgresMigrations {

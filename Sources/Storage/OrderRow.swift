@@ -31,5 +31,3 @@ enum OrderRow {
             environment: row.isNull(9) ? nil : StoreEnvironment(rawValue: row.int(9)))
     }
 }
-
-/// Versioned schema changes, applied in order inside one transaction each; `PRAGMA user_version` records the last.

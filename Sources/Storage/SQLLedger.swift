@@ -252,13 +252,30 @@ struct SQLLedger<DB: SQLExecutor>: PurchaseLedger {
         }
     }
 
+    /// Records a notification; its JWS header goes to `jws_headers` once (by digest), the row keeps the rest.
     func record(_ n: NotificationRecord) throws(BillingError) {
         try run { () throws(StorageError) in
+            var payload = n.signedPayload
+            var headerDigest = SQLValue.null
+            if let split = JWSHeaders.split(n.signedPayload) {
+                let utf8 = n.signedPayload.utf8
+                let known = try db.query("SELECT 1 FROM jws_headers WHERE digest = $1", [.text(split.digest)], { $0.int(0) })
+                if known.isEmpty, let header = String(utf8.prefix(split.headerLength)) {
+                    // Another replica may insert the same header at once: the first one stays.
+                    try db.update(
+                        "INSERT INTO jws_headers (digest, header) VALUES ($1, $2) ON CONFLICT (digest) DO NOTHING",
+                        [.text(split.digest), .text(header)])
+                }
+                if let rest = String(utf8.dropFirst(split.headerLength)) {
+                    payload = rest
+                    headerDigest = .text(split.digest)
+                }
+            }
             try db.update(
-                "INSERT INTO notifications (notification_uuid, notification_type, subtype, signed_time_ms, result, applied_time_ms, transaction_id, signed_payload) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
+                "INSERT INTO notifications (notification_uuid, notification_type, subtype, signed_time_ms, result, applied_time_ms, transaction_id, signed_payload, header_digest) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
                 [
                     .text(n.uuid), .text(n.type), n.subtype.map { .text($0) } ?? .null, .int(n.signedTimeMs), .text(n.result.rawValue),
-                    .int(n.appliedTimeMs), n.transactionID.map { .text($0) } ?? .null, .text(n.signedPayload),
+                    .int(n.appliedTimeMs), n.transactionID.map { .text($0) } ?? .null, .text(payload), headerDigest,
                 ])
         }
     }

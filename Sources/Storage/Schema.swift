@@ -127,6 +127,21 @@ enum Schema {
             """
             CREATE INDEX notifications_signed_time ON notifications (signed_time_ms);
             """,
+            // 5: the JWS header of a notification (alg and the x5c chain, about 2.7 KiB, the same on every
+            // notification until Apple rotates its certificates) is kept once, by SHA-256. A row with
+            // `header_digest` holds the rest of the JWS in `signed_payload` (from its first dot); rows from before
+            // hold the whole JWS and no digest. `notification_payloads` gives every notification's whole JWS back.
+            """
+            CREATE TABLE jws_headers (
+                digest TEXT PRIMARY KEY,
+                header TEXT NOT NULL
+            \(dialect.endKeyedTable)
+            ALTER TABLE notifications ADD COLUMN header_digest TEXT;
+            CREATE VIEW notification_payloads AS
+                SELECT n.notification_uuid,
+                       CASE WHEN n.header_digest IS NULL THEN n.signed_payload ELSE h.header || n.signed_payload END AS signed_payload
+                FROM notifications n LEFT JOIN jws_headers h ON h.digest = n.header_digest;
+            """,
         ]
     }
 }

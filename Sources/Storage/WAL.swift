@@ -1,6 +1,13 @@
 import Foundation
 import Synchronization
 
+/// When the writer checkpoints itself, between groups. Past `walLimitBytes` (1 MiB) it does, and
+/// `journal_size_limit` truncates the WAL back to that size when it restarts, so a nearly full disk keeps room
+/// for a checkpoint to grow the database file (docs/FAULTS.md). While the file system has `roomyFreeBytes` free,
+/// the WAL may reach `walRoomyLimitBytes` (16 MiB) and is kept at that size: fewer, larger checkpoints copy a page
+/// that many commits rewrote (index leaves) once, and a WAL rewritten in place needs no new blocks (per
+/// notification: pwrite64 10 -> 7, pread64 2.6 -> 1.5, fdatasync 0.05 -> 0.03, 7 us less system time).
+/// Writer thread only.
 final class WALPolicy {
     let walPath: String
     /// The file system had room when last looked at (statvfs runs only once the WAL is past 1 MiB).

@@ -1,5 +1,6 @@
 import Billing
 import Foundation
+import Crypto
 import Storage
 import Synchronization
 import Testing
@@ -158,7 +159,7 @@ struct SQLiteTests {
         let store = try SQLiteOrderStore(path: path)
         store.close()
         let out = try sqliteCLI(path, "PRAGMA journal_mode; PRAGMA user_version;")
-        #expect(out == "wal\n4\n")
+        #expect(out == "wal\n5\n")
     }
 
     @Test("concurrent writes share commits (group commit)")
@@ -224,5 +225,78 @@ enum PostgresTestDatabase {
         p.waitUntilExit()
         guard p.terminationStatus == 0, let slash = base.lastIndex(of: "/") else { return nil }
         return String(base[...slash]) + name
+    }
+}
+
+/// Runs `sql` with psql against `url`; rows as lines, columns separated by `|`.
+func psqlCLI(_ url: String, _ sql: String) throws -> String {
+    let p = Process()
+    p.executableURL = URL(fileURLWithPath: "/usr/bin/psql")
+    p.arguments = [url, "-At", "-c", sql]
+    let pipe = Pipe()
+    p.standardOutput = pipe
+    try p.run()
+    let data = pipe.fileHandleForReading.readDataToEndOfFile()
+    p.waitUntilExit()
+    return String(decoding: data, as: UTF8.self)
+}
+
+@Suite("Notification audit (SQLite and PostgreSQL)")
+struct NotificationAuditTests {
+    /// A store on a fresh database, and how to run SQL on that database from outside.
+    static func backends() -> [(name: String, open: () throws -> any OrderStore, sql: (String) throws -> String)] {
+        let dir = FileManager.default.temporaryDirectory.appendingPathComponent("billing-audit-\(UUID().uuidString)")
+        try? FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
+        let path = dir.appendingPathComponent("a.db").path
+        var list: [(name: String, open: () throws -> any OrderStore, sql: (String) throws -> String)] = [
+            ("sqlite", { try SQLiteOrderStore(path: path) }, { try sqliteCLI(path, $0) })
+        ]
+        if let url = PostgresTestDatabase.create() {
+            list.append(("postgres", { try PostgresOrderStore(url: url, poolSize: 2) }, { try psqlCLI(url, $0) }))
+        }
+        return list
+    }
+
+    static func notification(_ uuid: String, _ signed: String) -> VerifiedNotification {
+        VerifiedNotification(
+            uuid: uuid, type: "TEST", subtype: nil, signedTimeMs: 1_700_000_000_000, environment: nil, accepted: false,
+            transaction: nil, renewal: nil, signedPayload: signed)
+    }
+
+    @Test("the JWS header is stored once and every notification's whole JWS comes back from notification_payloads")
+    func headerOnce() throws {
+        let header = "eyJhbGciOiJFUzI1NiIsIng1YyI6WyJNSUlCIiwiTUlJQyIsIk1JSUQiXX0"  // the same on both
+        let signed = [header + ".eyJub3RpZmljYXRpb25UeXBlIjoiVEVTVCJ9.c2lnMQ", header + ".eyJzdWJ0eXBlIjoiWCJ9.c2lnMg"]
+        for backend in Self.backends() {
+            let store = try backend.open()
+            for (i, s) in signed.enumerated() {
+                let r = wait { store.apply(Self.notification("uuid-\(i)", s), nowMs: 1_700_000_000_000, catalog: nil, completion: $0) }
+                #expect((try? r.get()) == .ignored, "\(backend.name)")
+            }
+            store.close()
+            let whole = try backend.sql("SELECT signed_payload FROM notification_payloads ORDER BY notification_uuid;")
+            #expect(whole == signed.joined(separator: "\n") + "\n", "\(backend.name)")
+            #expect(try backend.sql("SELECT count(*) FROM jws_headers;") == "1\n", "\(backend.name)")
+            // The rows hold the JWS from its first dot on, and the header's SHA-256.
+            let rows = try backend.sql("SELECT signed_payload, header_digest FROM notifications ORDER BY notification_uuid;")
+            let first = rows.split(separator: "\n").first.map(String.init) ?? ""
+            #expect(first.hasPrefix(".eyJub3Rp"), "\(backend.name): \(first)")
+            #expect(first.hasSuffix("|" + Digest.hex(Digest.sha256(Array(header.utf8)))), "\(backend.name)")
+        }
+    }
+
+    @Test("a row from before the header table (no digest) comes back whole; a JWS without a dot is kept whole")
+    func olderRows() throws {
+        for backend in Self.backends() {
+            let store = try backend.open()
+            let r = wait { store.apply(Self.notification("no-dot", "garbage-without-dots"), nowMs: 1, catalog: nil, completion: $0) }
+            #expect((try? r.get()) == .ignored)
+            store.close()
+            _ = try backend.sql(
+                "INSERT INTO notifications (notification_uuid, notification_type, signed_time_ms, result, applied_time_ms, signed_payload) VALUES ('old', 'TEST', 1, 'ignored', 1, 'h.p.s');"
+            )
+            let whole = try backend.sql("SELECT signed_payload FROM notification_payloads ORDER BY notification_uuid;")
+            #expect(whole == "garbage-without-dots\nh.p.s\n", "\(backend.name)")
+        }
     }
 }
