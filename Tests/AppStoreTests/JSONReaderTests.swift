@@ -97,3 +97,32 @@ struct ByteScanTests {
         }
     }
 }
+
+@Suite("ASCII strings skip validation; everything else is still validated")
+struct JSONStringValidationTests {
+    @Test("isASCII agrees with the byte rule for every byte at every position")
+    func isASCII() {
+        for length in 0...20 {
+            for position in 0..<max(length, 1) where length > 0 {
+                for b in 0...255 {
+                    var bytes = [UInt8](repeating: 0x61, count: length)
+                    bytes[position] = UInt8(b)
+                    #expect(bytes.withUnsafeBufferPointer { ByteScan.isASCII($0) } == (b < 0x80))
+                }
+            }
+        }
+        #expect([UInt8]().withUnsafeBufferPointer { ByteScan.isASCII($0) })
+    }
+
+    @Test("a string with invalid UTF-8 is refused; valid non-ASCII text is read")
+    func utf8() throws {
+        let bad: [UInt8] = Array(#"{"a":""#.utf8) + [0xC3, 0x28] + Array(#""}"#.utf8)
+        #expect(throws: JSONReader.Failure.self) { try JSONReader.parse(bad) }
+        let good = try JSONReader.parse(Array(#"{"a":"café – ok"}"#.utf8))
+        guard case .object(let o) = good, case .string(let s)? = o["a"] else {
+            Issue.record("not read as an object with a string")
+            return
+        }
+        #expect(s == "café – ok")
+    }
+}

@@ -195,10 +195,13 @@ struct SQLiteTests {
 }
 
 /// Runs Debian's sqlite3 CLI on a database (an independent reader).
-func sqliteCLI(_ path: String, _ sql: String) throws -> String {
+func sqliteCLI(_ path: String, _ sql: String) throws -> String { try runCLI("/usr/bin/sqlite3", [path, sql]) }
+
+/// Runs a command-line tool and returns what it printed.
+func runCLI(_ executable: String, _ arguments: [String]) throws -> String {
     let p = Process()
-    p.executableURL = URL(fileURLWithPath: "/usr/bin/sqlite3")
-    p.arguments = [path, sql]
+    p.executableURL = URL(fileURLWithPath: executable)
+    p.arguments = arguments
     let pipe = Pipe()
     p.standardOutput = pipe
     try p.run()
@@ -229,17 +232,7 @@ enum PostgresTestDatabase {
 }
 
 /// Runs `sql` with psql against `url`; rows as lines, columns separated by `|`.
-func psqlCLI(_ url: String, _ sql: String) throws -> String {
-    let p = Process()
-    p.executableURL = URL(fileURLWithPath: "/usr/bin/psql")
-    p.arguments = [url, "-At", "-c", sql]
-    let pipe = Pipe()
-    p.standardOutput = pipe
-    try p.run()
-    let data = pipe.fileHandleForReading.readDataToEndOfFile()
-    p.waitUntilExit()
-    return String(decoding: data, as: UTF8.self)
-}
+func psqlCLI(_ url: String, _ sql: String) throws -> String { try runCLI("/usr/bin/psql", [url, "-At", "-c", sql]) }
 
 @Suite("Notification audit (SQLite and PostgreSQL)")
 struct NotificationAuditTests {
