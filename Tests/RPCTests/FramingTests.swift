@@ -1,3 +1,4 @@
+import Foundation
 import ProtoWire
 import RPC
 import Testing
@@ -131,6 +132,24 @@ struct HeaderTests {
         let bytes = (0..<n).map { UInt8(($0 * 37) & 0xFF) }
         #expect(Base64.decode(Base64.encode(bytes)) == bytes)
         #expect(Base64.decode(Base64.encode(bytes, padded: true)) == bytes)
+    }
+
+    @Test("base64 decoding agrees with Foundation at every length 0-100, both alphabets; a bad character anywhere is refused")
+    func base64AgainstFoundation() {
+        var rng = SystemRandomNumberGenerator()
+        for n in 0...100 {
+            let bytes = (0..<n).map { _ in UInt8.random(in: 0...255, using: &rng) }
+            let standard = Data(bytes).base64EncodedString()
+            let urlSafe = standard.replacingOccurrences(of: "+", with: "-").replacingOccurrences(of: "/", with: "_")
+            let unpadded = urlSafe.replacingOccurrences(of: "=", with: "")
+            #expect(Base64.decode(standard) == bytes, "length \(n)")
+            #expect(Base64.decode(unpadded) == bytes, "length \(n)")
+            for position in 0..<min(unpadded.utf8.count, 24) {
+                var broken = Array(unpadded.utf8)
+                broken[position] = UInt8(ascii: "$")
+                #expect(Base64.decode(String(decoding: broken, as: UTF8.self)) == nil, "length \(n), position \(position)")
+            }
+        }
     }
 
     @Test("malformed base64 is refused")
