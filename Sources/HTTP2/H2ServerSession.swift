@@ -21,7 +21,7 @@ final class H2ServerSession: ResponseSink, @unchecked Sendable {
     /// The owner that writes the output; it outlives the session (it holds the only reference).
     unowned(unsafe) let output: any SessionOutput
     private var session: OpaquePointer?
-    private var streams: [Int32: ServerStream] = [:]
+    private var streams = StreamTable()
     /// The stream the last lookup found: nghttp2 calls back for one stream many times in a row
     /// (begin, each header, end of headers, the answer), so most lookups skip the dictionary's hashing.
     private var lastStream: ServerStream?
@@ -139,7 +139,7 @@ final class H2ServerSession: ResponseSink, @unchecked Sendable {
     }
 
     /// Answers queued behind a closed flow-control window (a peer that does not read).
-    var holdsAnswers: Bool { streams.values.contains { $0.state.isAnswered && $0.bodyOffset < $0.body.count } }
+    var holdsAnswers: Bool { streams.streams.contains { $0.state.isAnswered && $0.bodyOffset < $0.body.count } }
 
     /// No stream is open.
     var isIdle: Bool { streams.isEmpty }
@@ -172,7 +172,7 @@ final class H2ServerSession: ResponseSink, @unchecked Sendable {
         checkHost()
         guard !closed else { return }
         closed = true
-        for stream in streams.values { abandon(stream) }
+        for stream in streams.streams { abandon(stream) }
         streams.removeAll()
         lastStream = nil
         if let session { nghttp2_session_del(session) }
@@ -181,7 +181,7 @@ final class H2ServerSession: ResponseSink, @unchecked Sendable {
 
     /// Once a second: calls past the server's cap before dispatch (or unary calls running under the cap alone) end DEADLINE_EXCEEDED.
     func expireCalls(now: UInt64) {
-        for stream in streams.values where stream.capDeadline != 0 && now >= stream.capDeadline && !stream.state.isAnswered {
+        for stream in streams.streams where stream.capDeadline != 0 && now >= stream.capDeadline && !stream.state.isAnswered {
             // Streaming calls end through their writer; the cap applies to them only before dispatch.
             if stream.state.wasDispatched && stream.state.isStreaming { continue }
             stream.cancellation?.cancel()
@@ -307,7 +307,7 @@ final class H2ServerSession: ResponseSink, @unchecked Sendable {
         } else {
             stream = ServerStream(id: streamID, maxMessageBytes: shared.configuration.maxMessageBytes)
         }
-        streams[streamID] = stream
+        streams.insert(stream, id: streamID)
         lastStream = stream
     }
 
@@ -315,7 +315,7 @@ final class H2ServerSession: ResponseSink, @unchecked Sendable {
     @inline(__always)
     private func stream(_ id: Int32) -> ServerStream? {
         if let last = lastStream, last.id == id { return last }
-        let found = streams[id]
+        let found = streams[id: id]
         if found != nil { lastStream = found }
         return found
     }
@@ -503,7 +503,7 @@ final class H2ServerSession: ResponseSink, @unchecked Sendable {
 
     fileprivate func streamClosed(streamID: Int32) {
         if lastStream?.id == streamID { lastStream = nil }
-        guard let stream = streams.removeValue(forKey: streamID) else { return }
+        guard let stream = streams.remove(streamID) else { return }
         abandon(stream)
         if stream.reusable && spareStreams.count < Self.maxSpareStreams {
             // Drop what the call held now (answer, handler, cancellation), not when the stream is reused.
