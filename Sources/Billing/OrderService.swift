@@ -102,6 +102,11 @@ public final class OrderService: Sendable {
             completion(.failure(.invalidField(field: "order_id", problem: "is not a UUID")))
             return
         }
+        getOrder(canonicalID: canonical, completion: completion)
+    }
+
+    /// Reads an order by an id `OrderID.canonical` already returned (the caller checked it).
+    public func getOrder(canonicalID canonical: String, completion: @escaping @Sendable (Result<Order, BillingError>) -> Void) {
         store.order(id: canonical) { result in
             switch result {
             case .success(let order?): completion(.success(order))

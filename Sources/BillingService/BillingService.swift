@@ -110,12 +110,18 @@ public final class BillingService: Sendable {
     }
 
     func getOrder(_ context: CallContext, _ request: GetOrderRequest, _ responder: Responder) {
-        if let id = OrderID.canonical(request.orderID) { context.note("order_id", id) }
-        orders.getOrder(id: request.orderID) { [self] result in
+        let completion: @Sendable (Result<Billing.Order, BillingError>) -> Void = { [self] result in
             switch result {
             case .success(let order): responder.succeed(GetOrderResponse(order: BillingAPI.Order(order)))
             case .failure(let error): answer(error, context, responder)
             }
+        }
+        // The id is made canonical once, for the log line and the read.
+        if let id = OrderID.canonical(request.orderID) {
+            context.note("order_id", id)
+            orders.getOrder(canonicalID: id, completion: completion)
+        } else {
+            orders.getOrder(id: request.orderID, completion: completion)
         }
     }
 
