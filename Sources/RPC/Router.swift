@@ -214,13 +214,8 @@ public struct Router: Sendable {
     /// for them).
     public var authenticates: Bool { acceptor != nil }
 
-    /// Whether any interceptor wants the end of each call (the transport then builds a record for it).
-    public var observesCalls: Bool { observer != nil }
-
-    /// Hands the end of a call to every interceptor that asked for it.
-    public func finished(_ record: CallRecord) { observer?(record) }
-
-    /// The interceptors' observers as one closure, or nil: transports keep it.
+    /// The interceptors' observers as one closure that hands a call's end to each, or nil when none asked
+    /// (the transport then builds no record): transports keep it.
     public var callObserver: (@Sendable (CallRecord) -> Void)? { observer }
 
     /// Whether `path` names a registered method (unknown methods share one metric label).

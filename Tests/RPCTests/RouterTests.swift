@@ -71,7 +71,7 @@ struct RouterTests {
     func interceptors() {
         let seen = Seen()
         var router = Router()
-        #expect(!router.authenticates && !router.observesCalls)
+        #expect(!router.authenticates && router.callObserver == nil)
         router.intercept(
             ServerInterceptor(
                 accept: { context in
@@ -83,12 +83,12 @@ struct RouterTests {
             return nil
         }
         router.intercept(ServerInterceptor(finished: { record in seen.records.withLock { $0.append("c:\(record.code)") } }))
-        #expect(router.authenticates && router.observesCalls)
+        #expect(router.authenticates && router.callObserver != nil)
         // An unknown method is seen like any other: the refusal comes before routing.
         #expect(router.refusal(for: CallContext(method: "no.Such/Method"))?.code == .unauthenticated)
         #expect(router.refusal(for: CallContext(method: "x", metadata: [("authorization", "k")])) == nil)
         #expect(seen.order.withLock { $0 } == ["a:no.Such/Method", "a:x", "b:x"])
-        router.finished(
+        router.callObserver?(
             CallRecord(
                 method: "x", knownMethod: false, code: .unimplemented, reason: nil, durationNanoseconds: 0,
                 peer: "", requestIDPrefix: "p", requestNumber: 1, notes: [], peerSubject: nil))
