@@ -6,7 +6,9 @@ import Synchronization
 ///
 /// A bounded pool of connections, each owned by its own thread. Every thread takes the jobs queued
 /// while it was busy as one batch: one transaction, a savepoint per job, one COMMIT, so concurrent
-/// calls share round trips and WAL flushes while `synchronous_commit` stays on. Every money rule
+/// calls share round trips and WAL flushes while `synchronous_commit` stays on. The batch's new orders
+/// are written together by one statement (`BulkCreate`); a batch of nothing else is that statement
+/// alone, one round trip and one WAL flush for up to 64 CreateOrders. Every money rule
 /// is enforced by the database: primary keys, unique indexes, and `SELECT ... FOR UPDATE` on the
 /// order being completed. Serialization failures and deadlocks retry the batch a bounded number of
 /// times; a unique violation re-runs just that job, which then sees the winner's row.
@@ -14,6 +16,9 @@ public final class PostgresOrderStore: OrderStore {
     struct Job: Sendable {
         let body: @Sendable (PGConnection) throws(SQLiteOrderStore.JobFailure) -> @Sendable () -> Void
         let fail: @Sendable (BillingError) -> Void
+        /// A CreateOrder, written with the batch's other new orders in one statement; `body` is the same
+        /// write on its own, used when that statement fails.
+        var create: BulkCreate.Request? = nil
     }
 
     private let pool: Worker<Job>
@@ -69,38 +74,68 @@ public final class PostgresOrderStore: OrderStore {
     static func isRetryable(_ e: StorageError) -> Bool { e.sqlState == "40001" || e.sqlState == "40P01" }
 
     /// One batch in one transaction; retried whole on serialization failures and deadlocks.
+    ///
+    /// The batch's CreateOrders go first, as one `BulkCreate` statement; when every job is one, that
+    /// statement is the whole transaction (no BEGIN, no COMMIT: a single statement commits on its own,
+    /// durably, before its result arrives). If the statement fails for any other reason than a lost
+    /// connection or a retryable conflict, the batch runs again with each CreateOrder on its own.
     private static func runBatch(_ batch: [Job], on db: PGConnection, health: Health) {
         var lastError: StorageError?
         var reconnected = false
-        for attempt in 0..<4 {
+        var bulk = batch.contains { $0.create != nil }
+        let onlyCreates = batch.allSatisfy { $0.create != nil }
+        var attempt = 0
+        while attempt < 4 {
+            let together = bulk, alone = bulk && onlyCreates
             do throws(StorageError) {
                 try db.ensureOpen()
-                do throws(StorageError) {
-                    try db.execute("BEGIN")
-                } catch {
-                    // A pooled connection that died while idle (database restarted): nothing was sent
-                    // for these calls yet, so reconnect once and go on.
-                    guard error.connectionLost, !reconnected else { throw error }
-                    reconnected = true
-                    db.close()
-                    try db.ensureOpen()
-                    try db.execute("BEGIN")
+                if !alone {
+                    do throws(StorageError) {
+                        try db.execute("BEGIN")
+                    } catch {
+                        // A pooled connection that died while idle (database restarted): nothing was sent
+                        // for these calls yet, so reconnect once and go on.
+                        guard error.connectionLost, !reconnected else { throw error }
+                        reconnected = true
+                        db.close()
+                        try db.ensureOpen()
+                        try db.execute("BEGIN")
+                    }
                 }
                 var answers: [@Sendable () -> Void] = []
                 answers.reserveCapacity(batch.count)
-                for job in batch {
+                if together {
+                    do throws(StorageError) {
+                        try BulkCreate.run(batch.compactMap(\.create), on: db, into: &answers)
+                    } catch {
+                        if alone && error.connectionLost && !reconnected {
+                            // As above: the statement never reached a live server.
+                            reconnected = true
+                            db.close()
+                            continue
+                        }
+                        guard error.connectionLost || isRetryable(error) else {
+                            if !alone { _ = try? db.execute("ROLLBACK") }
+                            bulk = false
+                            continue
+                        }
+                        throw error
+                    }
+                }
+                for job in batch where !together || job.create == nil {
                     answers.append(try runJob(job, on: db))
                 }
-                try db.commit()
+                if !alone { try db.commit() }
                 health.reachable.store(true, ordering: .relaxed)
                 for answer in answers { answer() }
                 return
             } catch {
+                attempt += 1
                 lastError = error
-                if !error.connectionLost { _ = try? db.execute("ROLLBACK") }
+                if !error.connectionLost && !alone { _ = try? db.execute("ROLLBACK") }
                 if error.connectionLost { health.reachable.store(false, ordering: .relaxed) }
-                if isRetryable(error) && attempt < 3 {
-                    usleep(UInt32(1000 << attempt))
+                if isRetryable(error) && attempt < 4 {
+                    usleep(UInt32(1000 << (attempt - 1)))
                     continue
                 }
                 break
@@ -150,6 +185,7 @@ public final class PostgresOrderStore: OrderStore {
         _ order: NewOrder, abandoned: @escaping @Sendable () -> Bool,
         completion: @escaping @Sendable (Result<CreateOutcome, BillingError>) -> Void
     ) {
+        let sequencer = self.sequencer
         submit(
             Job(
                 body: { db throws(SQLiteOrderStore.JobFailure) in
@@ -166,12 +202,12 @@ public final class PostgresOrderStore: OrderStore {
                         throw .storage(error)
                     }
                     let stored = order.pendingOrder
-                    let sequencer = self.sequencer
                     return {
                         sequencer.signal()
                         completion(.success(.created(stored)))
                     }
-                }, fail: { completion(.failure($0)) }))
+                }, fail: { completion(.failure($0)) },
+                create: BulkCreate.Request(order: order, abandoned: abandoned, sequencer: sequencer, completion: completion)))
     }
 
     public func order(id: String, completion: @escaping @Sendable (Result<Order?, BillingError>) -> Void) {
