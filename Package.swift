@@ -80,7 +80,7 @@ let package = Package(
         .testTarget(name: "HTTPFrontTests", dependencies: ["TestSupport", "HTTPFront"], swiftSettings: strict),
         .testTarget(
             name: "ServerTests",
-            dependencies: ["TestSupport", "Daemon", "HTTP2", "RPC", "Billing", "BillingService", "BillingAPI", "Storage", "ProtoWire"],
+            dependencies: ["TestSupport", "Daemon", "HTTP2", "CNGHTTP2", "RPC", "Billing", "BillingService", "BillingAPI", "Storage", "ProtoWire"],
             swiftSettings: strict),
     ],
     swiftLanguageModes: [.v6]

@@ -40,6 +40,12 @@ final class H2ServerSession: ResponseSink, @unchecked Sendable {
     private var recentMetadata: [(nameBytes: [UInt8], valueBytes: [UInt8], name: String, value: String, varies: Bool)] = []
     private(set) var draining = false
     private(set) var closed = false
+    /// The block cache nghttp2 allocates from; freed after the session.
+    private var pool: UnsafeMutablePointer<billing_h2_pool>?
+    /// Blocks nghttp2 took from the session's cache and from malloc, and the bytes cached now (tests).
+    var allocatorCounts: (reused: UInt64, fresh: UInt64, cached: Int) {
+        pool.map { ($0.pointee.reused, $0.pointee.fresh, billing_h2_pool_cached($0)) } ?? (0, 0, 0)
+    }
 
     init(host: any SessionHost, shared: ServerShared, peer: String, peerSubject: String?, output: any SessionOutput) {
         self.host = host
@@ -66,8 +72,17 @@ final class H2ServerSession: ResponseSink, @unchecked Sendable {
         // which some HTTP stacks add); grpc-go skips the field and answers. Its HTTP checks are all or nothing,
         // so they are off and `RequestFieldCheck` applies RFC 9113 8.2-8.3 itself, skipping only those fields.
         nghttp2_option_set_no_http_messaging(option, 1)
+        // Closed streams are kept only for RFC 7540 priorities, which RFC 9113 deprecated and gRPC never sends:
+        // without this, nghttp2 holds up to max-concurrent-streams closed streams per connection.
+        nghttp2_option_set_no_closed_streams(option, 1)
         var s: OpaquePointer?
-        nghttp2_session_server_new2(&s, callbacks, Unmanaged.passUnretained(self).toOpaque(), option)
+        // nghttp2's allocations go through this session's block cache (shim.h: billing_h2_pool).
+        pool = billing_h2_pool_new()
+        if let pool {
+            nghttp2_session_server_new3(&s, callbacks, Unmanaged.passUnretained(self).toOpaque(), option, &pool.pointee.mem)
+        } else {
+            nghttp2_session_server_new2(&s, callbacks, Unmanaged.passUnretained(self).toOpaque(), option)
+        }
         session = s
         let config = shared.configuration
         var settings = [
@@ -81,6 +96,7 @@ final class H2ServerSession: ResponseSink, @unchecked Sendable {
 
     deinit {
         if let session { nghttp2_session_del(session) }
+        billing_h2_pool_free(pool)
     }
 
     /// Stops the process off the host's thread, in debug and test builds; nothing in release builds.
@@ -177,10 +193,17 @@ final class H2ServerSession: ResponseSink, @unchecked Sendable {
         lastStream = nil
         if let session { nghttp2_session_del(session) }
         session = nil
+        billing_h2_pool_free(pool)
+        pool = nil
     }
 
     /// Once a second: calls past the server's cap before dispatch (or unary calls running under the cap alone) end DEADLINE_EXCEEDED.
+    /// A session with no open stream also gives nghttp2's cached blocks back (an idle connection keeps none).
     func expireCalls(now: UInt64) {
+        if streams.isEmpty {
+            billing_h2_pool_trim(pool)
+            return
+        }
         for stream in streams.streams where stream.capDeadline != 0 && now >= stream.capDeadline && !stream.state.isAnswered {
             // Streaming calls end through their writer; the cap applies to them only before dispatch.
             if stream.state.wasDispatched && stream.state.isStreaming { continue }

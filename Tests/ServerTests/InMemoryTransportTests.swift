@@ -92,6 +92,23 @@ struct InMemoryTransportTests {
         #expect(probe.codes() == [.ok, .ok])
     }
 
+    @Test("nghttp2 keeps no closed streams and takes its blocks from the session's cache once warm")
+    func allocations() throws {
+        let probe = MemoryProbe()
+        let (t, c) = pair(probe)
+        for _ in 0..<20 { _ = try c.unary("t.T/Echo", message: [1]) }
+        let warm = t.session.allocatorCounts
+        for _ in 0..<200 { #expect(try c.unary("t.T/Echo", message: [2]).code == .ok) }
+        let after = t.session.allocatorCounts
+        // A call's blocks are freed when its stream closes, so the next call reuses them: nothing new from malloc.
+        #expect(after.fresh == warm.fresh)
+        #expect(after.reused - warm.reused >= 200 * 4)
+        #expect(after.cached <= 6 * 16 * 1024)
+        // Idle: the once-a-second sweep gives the cache back.
+        t.session.expireCalls(now: 0)
+        #expect(t.session.allocatorCounts.cached == 0)
+    }
+
     @Test("an answer made on another thread comes back through the host")
     func otherThread() throws {
         let probe = MemoryProbe()
