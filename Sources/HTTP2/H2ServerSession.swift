@@ -348,7 +348,8 @@ final class H2ServerSession: ResponseSink, @unchecked Sendable {
         trailer: Bool
     ) {
         guard let stream = stream(streamID), stream.state.readsFields else { return }
-        switch RequestFieldCheck.check(name: name, value: rawValue, trailer: trailer, stream: stream) {
+        let kind = FieldName.of(name)
+        switch RequestFieldCheck.check(name: name, kind: kind, value: rawValue, trailer: trailer, stream: stream) {
         case .use: break
         case .skip: return
         case .malformed:
@@ -366,30 +367,27 @@ final class H2ServerSession: ResponseSink, @unchecked Sendable {
             return
         }
         if stream.headerListTooLarge { return }
-        let value = trimmed(rawValue)
-        // Compare bytes first: most headers are transport details no handler reads.
-        if name.first == UInt8(ascii: ":") {
-            if same(name, Literal.path) {
-                if !same(value, lastPath) {
-                    lastPath = Array(value)
-                    lastPathString = String(decoding: value, as: UTF8.self)
-                }
-                stream.path = lastPathString
-            } else if same(name, Literal.method) {
-                stream.method = same(value, Literal.post) ? "POST" : String(decoding: value, as: UTF8.self)
+        // Most fields are transport details no handler reads: their values are never copied.
+        switch kind {
+        case .path:
+            let value = trimmed(rawValue)
+            if !same(value, lastPath) {
+                lastPath = Array(value)
+                lastPathString = String(decoding: value, as: UTF8.self)
             }
+            stream.path = lastPathString
+        case .method:
+            let value = trimmed(rawValue)
+            stream.method = ByteLiteral.equal(value, "POST") ? "POST" : String(decoding: value, as: UTF8.self)
+        case .contentType:
+            let value = trimmed(rawValue)
+            stream.contentType = ByteLiteral.equal(value, "application/grpc") ? "application/grpc" : String(decoding: value, as: UTF8.self)
+        case .grpcTimeout:
+            stream.timeout = String(decoding: trimmed(rawValue), as: UTF8.self)
+        case .otherPseudo, .unread, .connectionSpecific:
             return
-        }
-        if same(name, Literal.contentType) {
-            stream.contentType = same(value, Literal.grpc) ? "application/grpc" : String(decoding: value, as: UTF8.self)
-        } else if same(name, Literal.timeout) {
-            stream.timeout = String(decoding: value, as: UTF8.self)
-        } else if same(name, Literal.te) || same(name, Literal.userAgent)
-            || same(name, Literal.grpcAcceptEncoding) || same(name, Literal.acceptEncoding)
-        {
-            return
-        } else {
-            stream.metadata.append(metadataStrings(name, value))
+        case .other:
+            stream.metadata.append(metadataStrings(name, trimmed(rawValue)))
         }
     }
 
@@ -720,13 +718,6 @@ final class H2ServerSession: ResponseSink, @unchecked Sendable {
 }
 
 /// Header names and values compared byte for byte on the hot path.
-private enum Literal {
-    static let path = Array(":path".utf8), method = Array(":method".utf8), post = Array("POST".utf8)
-    static let contentType = Array("content-type".utf8), grpc = Array("application/grpc".utf8)
-    static let timeout = Array("grpc-timeout".utf8), te = Array("te".utf8), userAgent = Array("user-agent".utf8)
-    static let grpcAcceptEncoding = Array("grpc-accept-encoding".utf8), acceptEncoding = Array("accept-encoding".utf8)
-}
-
 /// A field value without the spaces and tabs around it (RFC 9110 5.5: they are not part of the value).
 private func trimmed(_ value: UnsafeBufferPointer<UInt8>) -> UnsafeBufferPointer<UInt8> {
     guard let base = value.baseAddress else { return value }

@@ -7,6 +7,65 @@ enum PseudoField {
     static let required: UInt8 = method | scheme | path
 }
 
+/// What a request field's name is, as far as the server cares: one of the few names it reads or knows
+/// to pass over, or any other. Pseudo-header fields are `.path`, `.method` or `.otherPseudo`.
+enum FieldName: UInt8 {
+    case path, method, otherPseudo
+    case contentType, grpcTimeout
+    /// Sent by gRPC clients, read by nobody here: te, user-agent, grpc-accept-encoding, accept-encoding.
+    case unread
+    /// Connection-specific (RFC 9113 8.2.2): connection, keep-alive, proxy-connection, transfer-encoding, upgrade.
+    case connectionSpecific
+    case other
+
+    /// Classifies `name` by its length and a few word compares (no hashing, no allocation). The names
+    /// known here are lowercase tokens, so a known name needs no byte-by-byte token check.
+    @inline(__always)
+    static func of(_ name: UnsafeBufferPointer<UInt8>) -> FieldName {
+        switch name.count {
+        case 2 where ByteLiteral.equal(name, "te"): return .unread
+        case 5 where ByteLiteral.equal(name, ":path"): return .path
+        case 7 where ByteLiteral.equal(name, ":method"): return .method
+        case 7 where ByteLiteral.equal(name, "upgrade"): return .connectionSpecific
+        case 10 where ByteLiteral.equal(name, "user-agent"): return .unread
+        case 10 where ByteLiteral.equal(name, "connection") || ByteLiteral.equal(name, "keep-alive"): return .connectionSpecific
+        case 12 where ByteLiteral.equal(name, "content-type"): return .contentType
+        case 12 where ByteLiteral.equal(name, "grpc-timeout"): return .grpcTimeout
+        case 15 where ByteLiteral.equal(name, "accept-encoding"): return .unread
+        case 16 where ByteLiteral.equal(name, "proxy-connection"): return .connectionSpecific
+        case 17 where ByteLiteral.equal(name, "transfer-encoding"): return .connectionSpecific
+        case 20 where ByteLiteral.equal(name, "grpc-accept-encoding"): return .unread
+        default: return name.first == UInt8(ascii: ":") ? .otherPseudo : .other
+        }
+    }
+}
+
+/// Compares bytes with a literal of the same length, 8 bytes at a time (no memcmp call, no global array).
+enum ByteLiteral {
+    @inline(__always)
+    static func equal(_ bytes: UnsafeBufferPointer<UInt8>, _ literal: StaticString) -> Bool {
+        let n = literal.utf8CodeUnitCount
+        guard bytes.count == n else { return false }
+        guard n > 0, let base = bytes.baseAddress else { return n == 0 }
+        let a = UnsafeRawPointer(base), b = UnsafeRawPointer(literal.utf8Start)
+        if n >= 8 {
+            var i = 0
+            while i + 8 <= n {
+                if a.loadUnaligned(fromByteOffset: i, as: UInt64.self) != b.loadUnaligned(fromByteOffset: i, as: UInt64.self) { return false }
+                i += 8
+            }
+            // The last 8 bytes, overlapping what was compared.
+            return i == n || a.loadUnaligned(fromByteOffset: n - 8, as: UInt64.self) == b.loadUnaligned(fromByteOffset: n - 8, as: UInt64.self)
+        }
+        if n >= 4 {
+            return a.loadUnaligned(as: UInt32.self) == b.loadUnaligned(as: UInt32.self)
+                && a.loadUnaligned(fromByteOffset: n - 4, as: UInt32.self) == b.loadUnaligned(fromByteOffset: n - 4, as: UInt32.self)
+        }
+        for i in 0..<n where base[i] != literal.utf8Start[i] { return false }
+        return true
+    }
+}
+
 /// RFC 9113 8.2-8.3 for one request field, as nghttp2's HTTP checks would apply them, with one difference
 /// taken from grpc-go: connection-specific fields (`connection: keep-alive` and the like) are skipped, not
 /// a reason to reset the stream. Pure: tested directly (RequestFieldCheckTests).
@@ -21,22 +80,33 @@ enum RequestFieldCheck {
         case malformed
     }
 
+    /// The verdict on one field of `stream`, whose name is `kind` (`FieldName.of(name)`).
+    @inline(__always)
     static func check(
-        name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>, trailer: Bool,
+        name: UnsafeBufferPointer<UInt8>, kind: FieldName, value: UnsafeBufferPointer<UInt8>, trailer: Bool,
         stream: ServerStream
     ) -> Verdict {
         var pseudo = stream.pseudoFields
         var regular = stream.sawRegularField
-        let verdict = check(name: name, value: value, trailer: trailer, pseudoFields: &pseudo, sawRegularField: &regular)
+        let verdict = check(name: name, kind: kind, value: value, trailer: trailer, pseudoFields: &pseudo, sawRegularField: &regular)
         stream.pseudoFields = pseudo
         stream.sawRegularField = regular
         return verdict
     }
 
-    /// `pseudoFields` and `sawRegularField` carry what the stream's earlier fields were. Runs for every field
-    /// of every call: a few instructions a byte (a bitmap per name byte, one compare per value byte).
+    /// `pseudoFields` and `sawRegularField` carry what the stream's earlier fields were.
     static func check(
         name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>, trailer: Bool,
+        pseudoFields: inout UInt8, sawRegularField: inout Bool
+    ) -> Verdict {
+        check(name: name, kind: FieldName.of(name), value: value, trailer: trailer, pseudoFields: &pseudoFields, sawRegularField: &sawRegularField)
+    }
+
+    /// Runs for every field of every call: a known name costs its classification (a length switch and a
+    /// word compare or two), any other a bitmap test per byte; a value one compare per 8 bytes.
+    @inline(__always)
+    static func check(
+        name: UnsafeBufferPointer<UInt8>, kind: FieldName, value: UnsafeBufferPointer<UInt8>, trailer: Bool,
         pseudoFields: inout UInt8, sawRegularField: inout Bool
     ) -> Verdict {
         guard let first = name.first else { return .malformed }
@@ -46,26 +116,30 @@ enum RequestFieldCheck {
             // Pseudo-header fields: in the request's header block only, before every regular field, once each (8.3).
             guard !trailer, !sawRegularField else { return .malformed }
             let bit: UInt8
-            switch name.count {
-            case 5 where same(name, ":path"):
+            switch kind {
+            case .path:
                 guard !value.isEmpty else { return .malformed }
                 bit = PseudoField.path
-            case 7 where same(name, ":method"): bit = PseudoField.method
-            case 7 where same(name, ":scheme"): bit = PseudoField.scheme
-            case 10 where same(name, ":authority"): bit = PseudoField.authority
-            default: return .malformed
+            case .method: bit = PseudoField.method
+            default:
+                if ByteLiteral.equal(name, ":scheme") {
+                    bit = PseudoField.scheme
+                } else if ByteLiteral.equal(name, ":authority") {
+                    bit = PseudoField.authority
+                } else {
+                    return .malformed
+                }
             }
             guard pseudoFields & bit == 0 else { return .malformed }
             pseudoFields |= bit
             return .use
         }
         sawRegularField = true
-        for byte in name where !isLowercaseTokenByte(byte) { return .skip }
-        switch name.count {
-        case 7 where same(name, "upgrade"): return .skip
-        case 10 where same(name, "connection") || same(name, "keep-alive"): return .skip
-        case 16 where same(name, "proxy-connection"): return .skip
-        case 17 where same(name, "transfer-encoding"): return .skip
+        switch kind {
+        case .connectionSpecific: return .skip
+        case .other:
+            for byte in name where !isLowercaseTokenByte(byte) { return .skip }
+            return .use
         default: return .use
         }
     }
@@ -107,9 +181,4 @@ enum RequestFieldCheck {
         return false
     }
 
-    /// Same bytes as `literal`, whose length the caller has matched.
-    @inline(__always)
-    private static func same(_ bytes: UnsafeBufferPointer<UInt8>, _ literal: StaticString) -> Bool {
-        memcmp(bytes.baseAddress!, literal.utf8Start, bytes.count) == 0
-    }
 }

@@ -25,6 +25,50 @@ struct RequestFieldCheckTests {
         return skipped ? .skip : .use
     }
 
+    static func kind(_ name: String) -> FieldName {
+        Array(name.utf8).withUnsafeBufferPointer { FieldName.of($0) }
+    }
+
+    @Test("field names: each known name is classified, and no name one byte away from it is")
+    func fieldNames() {
+        let known: [(String, FieldName)] = [
+            ("te", .unread), (":path", .path), (":method", .method), ("upgrade", .connectionSpecific), ("user-agent", .unread),
+            ("connection", .connectionSpecific), ("keep-alive", .connectionSpecific), ("content-type", .contentType),
+            ("grpc-timeout", .grpcTimeout), ("accept-encoding", .unread), ("proxy-connection", .connectionSpecific),
+            ("transfer-encoding", .connectionSpecific), ("grpc-accept-encoding", .unread),
+        ]
+        for (name, expected) in known {
+            #expect(Self.kind(name) == expected, "\(name)")
+            let bytes = Array(name.utf8)
+            for i in bytes.indices {
+                var changed = bytes
+                changed[i] ^= 0x20  // case flipped, or another byte
+                let other = changed.withUnsafeBufferPointer { FieldName.of($0) }
+                #expect(other == (changed.first == UInt8(ascii: ":") ? .otherPseudo : .other), "\(name) byte \(i)")
+            }
+            #expect(Self.kind(name + "x") != expected && Self.kind(String(name.dropLast())) != expected)
+        }
+        #expect(Self.kind(":scheme") == .otherPseudo && Self.kind("authorization") == .other && Self.kind("") == .other)
+    }
+
+    @Test("byte literals: equal only to the same bytes, at every length from 0 to 24")
+    func byteLiterals() {
+        let literals: [StaticString] = [
+            "", "a", "ab", "abc", "abcd", "abcde", "abcdef", "abcdefg", "abcdefgh", "abcdefghi", "abcdefghijklmno", "abcdefghijklmnop",
+            "abcdefghijklmnopq", "abcdefghijklmnopqrstuvwx",
+        ]
+        for literal in literals {
+            let bytes = Array(UnsafeBufferPointer(start: literal.utf8Start, count: literal.utf8CodeUnitCount))
+            #expect(bytes.withUnsafeBufferPointer { ByteLiteral.equal($0, literal) })
+            for i in bytes.indices {
+                var changed = bytes
+                changed[i] &+= 1
+                #expect(!changed.withUnsafeBufferPointer { ByteLiteral.equal($0, literal) })
+            }
+            #expect(!(bytes + [0x61]).withUnsafeBufferPointer { ByteLiteral.equal($0, literal) })
+        }
+    }
+
     static let base = [(":method", "POST"), (":scheme", "http"), (":path", "/grpc.health.v1.Health/Check"), (":authority", "h")]
 
     @Test("a plain gRPC request is read")
