@@ -146,22 +146,40 @@ enum RequestFieldCheck {
 
     /// Whether `value` holds NUL, LF or CR. Eight bytes at a time: a word with no byte below 0x0E (the usual
     /// case: tab is the only control character values carry) is passed with a few instructions; only a word
-    /// that has one is looked at byte by byte.
+    /// that has one is looked at byte by byte. The last partial word is read as the value's last 8 bytes
+    /// (overlapping), and a value under 8 bytes as two overlapping 4-byte words, so no byte loop runs on clean values.
     @inline(__always)
     static func hasForbiddenValueByte(_ value: UnsafeBufferPointer<UInt8>) -> Bool {
         guard let base = value.baseAddress else { return false }
         let raw = UnsafeRawPointer(base)
-        var i = 0
-        let ones: UInt64 = 0x0101_0101_0101_0101
-        while i + 8 <= value.count {
-            let word = raw.loadUnaligned(fromByteOffset: i, as: UInt64.self)
-            // Some byte < 0x0E (exact for thresholds up to 0x80: "hasless" of Bit Twiddling Hacks).
-            if (word &- ones &* 0x0E) & ~word & (ones &* 0x80) != 0 {
-                for j in i..<(i + 8) where isForbidden(base[j]) { return true }
+        let n = value.count
+        if n >= 8 {
+            var i = 0
+            while i + 8 <= n {
+                if hasLowByte(raw.loadUnaligned(fromByteOffset: i, as: UInt64.self)) && anyForbidden(base, i, i + 8) { return true }
+                i += 8
             }
-            i += 8
+            return i < n && hasLowByte(raw.loadUnaligned(fromByteOffset: n - 8, as: UInt64.self)) && anyForbidden(base, n - 8, n)
         }
-        while i < value.count {
+        if n >= 4 {
+            let head = UInt64(raw.loadUnaligned(as: UInt32.self)), tail = UInt64(raw.loadUnaligned(fromByteOffset: n - 4, as: UInt32.self))
+            // Both halves in one word: a byte below 0x0E in either is found by one test.
+            return hasLowByte(head | tail << 32) && anyForbidden(base, 0, n)
+        }
+        return anyForbidden(base, 0, n)
+    }
+
+    /// Some byte of `word` is below 0x0E (exact for thresholds up to 0x80: "hasless" of Bit Twiddling Hacks).
+    @inline(__always)
+    private static func hasLowByte(_ word: UInt64) -> Bool {
+        let ones: UInt64 = 0x0101_0101_0101_0101
+        return (word &- ones &* 0x0E) & ~word & (ones &* 0x80) != 0
+    }
+
+    @inline(__always)
+    private static func anyForbidden(_ base: UnsafePointer<UInt8>, _ from: Int, _ to: Int) -> Bool {
+        var i = from
+        while i < to {
             if isForbidden(base[i]) { return true }
             i += 1
         }
