@@ -13,8 +13,9 @@
  * at once, glibc's per-thread cache (seven blocks a size) overflows and most of those calls take malloc's
  * slow paths. A session is used by one thread only, so its blocks can be kept on plain free lists without
  * locks: six size classes (64 to 2048 bytes), at most BILLING_H2_POOL_CLASS_CACHE bytes cached per class and
- * session (so one size freed in bursts cannot crowd out the others), larger blocks straight from malloc; a
- * session with no open stream gives its cached blocks back (billing_h2_pool_trim). Every block carries a 16-byte header (its class, and the free-list link or,
+ * session (so one size freed in bursts cannot crowd out the others), larger blocks straight from malloc.
+ * Caching starts with a session's first request (`caching`): a connection that only said hello keeps
+ * nothing; a session with no open stream gives its cached blocks back and stops caching until the next. Every block carries a 16-byte header (its class, and the free-list link or,
  * for a large block, its size), so payloads keep malloc's 16-byte alignment.
  * Made with billing_h2_pool_new; its nghttp2_mem goes to nghttp2_session_server_new3; freed with
  * billing_h2_pool_free after nghttp2_session_del.
@@ -36,6 +37,8 @@ typedef struct billing_h2_pool {
     nghttp2_mem mem;
     billing_h2_block *free_list[BILLING_H2_POOL_CLASSES];
     size_t cached_bytes[BILLING_H2_POOL_CLASSES];
+    /* Whether freed blocks are kept (set at a request, cleared by billing_h2_pool_trim). */
+    int caching;
     /* Counters, for tests: blocks handed out from a free list, and from malloc. */
     uint64_t reused;
     uint64_t fresh;
@@ -81,7 +84,7 @@ static inline void billing_h2_pool_release(void *ptr, void *user_data) {
     billing_h2_pool *pool = (billing_h2_pool *)user_data;
     billing_h2_block *b = (billing_h2_block *)ptr - 1;
     uint32_t c = b->size_class;
-    if (c != BILLING_H2_POOL_LARGE && pool->cached_bytes[c] + billing_h2_class_bytes(c) <= BILLING_H2_POOL_CLASS_CACHE) {
+    if (c != BILLING_H2_POOL_LARGE && pool->caching && pool->cached_bytes[c] + billing_h2_class_bytes(c) <= BILLING_H2_POOL_CLASS_CACHE) {
         b->u.next = pool->free_list[c];
         pool->free_list[c] = b;
         pool->cached_bytes[c] += billing_h2_class_bytes(c);
@@ -133,6 +136,7 @@ static inline void billing_h2_pool_trim(billing_h2_pool *pool) {
         pool->free_list[c] = NULL;
         pool->cached_bytes[c] = 0;
     }
+    pool->caching = 0;
 }
 
 /* Bytes cached, all classes. */

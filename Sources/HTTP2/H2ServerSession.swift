@@ -323,6 +323,7 @@ final class H2ServerSession: ResponseSink, @unchecked Sendable {
     // MARK: nghttp2 events (called from the file-private callbacks)
 
     fileprivate func beginHeaders(streamID: Int32) {
+        pool?.pointee.caching = 1
         let stream: ServerStream
         if let spare = spareStreams.popLast() {
             spare.reassign(id: streamID)  // cleared when it closed

@@ -25,13 +25,17 @@ struct SessionAllocatorTests {
         let pool = try #require(billing_h2_pool_new())
         defer { billing_h2_pool_free(pool) }
         let user = UnsafeMutableRawPointer(pool)
+        // Not caching yet (no request seen): a freed block goes back to malloc.
+        billing_h2_pool_release(billing_h2_pool_malloc(100, user), user)
+        #expect(billing_h2_pool_cached(pool) == 0)
+        pool.pointee.caching = 1
         let a = try #require(billing_h2_pool_malloc(100, user))
         #expect(Int(bitPattern: a) % 16 == 0)
         billing_h2_pool_release(a, user)
         #expect(billing_h2_pool_cached(pool) == 128)
         let b = try #require(billing_h2_pool_malloc(120, user))
         #expect(b == a)
-        #expect(pool.pointee.reused == 1 && pool.pointee.fresh == 1)
+        #expect(pool.pointee.reused == 1 && pool.pointee.fresh == 2)
 
         // Growing within the class keeps the block; beyond it copies.
         let bytes = b.assumingMemoryBound(to: UInt8.self)
@@ -56,6 +60,7 @@ struct SessionAllocatorTests {
     func bounded() throws {
         let pool = try #require(billing_h2_pool_new())
         defer { billing_h2_pool_free(pool) }
+        pool.pointee.caching = 1
         let user = UnsafeMutableRawPointer(pool)
         let blocks = (0..<200).map { _ in billing_h2_pool_malloc(200, user) }
         for block in blocks { billing_h2_pool_release(block, user) }
@@ -64,6 +69,9 @@ struct SessionAllocatorTests {
         for block in small { billing_h2_pool_release(block, user) }
         #expect(billing_h2_pool_cached(pool) == 32 * 1024)
         billing_h2_pool_trim(pool)
+        #expect(billing_h2_pool_cached(pool) == 0)
+        // Trimmed, it caches nothing until caching is set again (the session's next request).
+        billing_h2_pool_release(billing_h2_pool_malloc(10, user), user)
         #expect(billing_h2_pool_cached(pool) == 0)
     }
 }
