@@ -6,6 +6,10 @@ struct StreamTable {
     private var values: [ServerStream?]
     private var mask: Int
     private(set) var count = 0
+    /// Entries not in their home slot. Client ids increase, so while the open streams' ids span less than the
+    /// table, every entry sits at home and removal needs no backward shift (which otherwise walks the whole
+    /// run of open streams after the hole: about 250 instructions per call with 32 streams open).
+    private var displaced = 0
 
     init(capacity: Int = 64) {
         var size = 16
@@ -36,7 +40,10 @@ struct StreamTable {
         if (count + 1) * 2 > keys.count { grow() }
         var i = home(id)
         while keys[i] != 0 && keys[i] != id { i = (i + 1) & mask }
-        if keys[i] == 0 { count += 1 }
+        if keys[i] == 0 {
+            count += 1
+            if i != home(id) { displaced += 1 }
+        }
         keys[i] = id
         values[i] = stream
     }
@@ -50,9 +57,12 @@ struct StreamTable {
             i = (i + 1) & mask
         }
         let removed = values[i]
+        if i != home(id) { displaced -= 1 }
         keys[i] = 0
         values[i] = nil
         count -= 1
+        // Every other entry at home: none of them may move into the hole.
+        if displaced == 0 { return removed }
         // Backward shift: move later entries of the probe run into the hole unless their home lies in (hole, j].
         var j = i
         while true {
@@ -62,6 +72,8 @@ struct StreamTable {
             let k = home(key)
             let stays = i <= j ? (i < k && k <= j) : (i < k || k <= j)
             if stays { continue }
+            // Moving from j (not its home) to i: at home again only if i is its home.
+            if i == k { displaced -= 1 }
             keys[i] = key
             values[i] = values[j]
             keys[j] = 0
@@ -77,6 +89,12 @@ struct StreamTable {
             values[i] = nil
         }
         count = 0
+        displaced = 0
+    }
+
+    /// Whether the displaced count matches the slots (tests).
+    var displacedCountIsExact: Bool {
+        keys.indices.filter { keys[$0] != 0 && home(keys[$0]) != $0 }.count == displaced
     }
 
     /// The streams, in slot order.
@@ -88,6 +106,7 @@ struct StreamTable {
         values = [ServerStream?](repeating: nil, count: oldKeys.count * 2)
         mask = keys.count - 1
         count = 0
+        displaced = 0
         for i in oldKeys.indices where oldKeys[i] != 0 {
             insert(oldValues[i]!, id: oldKeys[i])
         }

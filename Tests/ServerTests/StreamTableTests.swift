@@ -23,6 +23,7 @@ struct StreamTableTests {
             #expect(table.count == model.count)
             if step % 97 == 0 {
                 for (id, stream) in model { #expect(table[id: id] === stream, "step \(step), id \(id)") }
+                #expect(table.displacedCountIsExact, "step \(step)")
                 #expect(table[id: next] == nil)
                 #expect(table.remove(next) == nil)
                 #expect(Set(table.streams.map { ObjectIdentifier($0) }) == Set(model.values.map { ObjectIdentifier($0) }))
@@ -42,5 +43,6 @@ struct StreamTableTests {
         #expect(table[id: 63] === streams[1] && table[id: 95] === streams[2] && table[id: 1] === streams[3] && table[id: 33] === streams[4])
         #expect(table.remove(1) === streams[3])
         #expect(table[id: 95] === streams[2] && table[id: 33] === streams[4])
+        #expect(table.displacedCountIsExact)
     }
 }
