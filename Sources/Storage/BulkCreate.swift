@@ -8,8 +8,9 @@ import Synchronization
 /// and no event is written for an order that was not. An order it did not insert lost to an order
 /// with the same idempotency key (committed by another replica, or earlier in this same batch): it
 /// is answered with that order, read back by key, exactly as when the key is found first on its own.
+/// Rows go in (account, key) order, so two batches sharing keys lock them in the same order.
 /// The per-order path costs five round trips (savepoint, key lookup, two inserts, release); this
-/// costs one per batch, plus one per reused key.
+/// costs one per batch, plus a read or two per order it did not insert.
 enum BulkCreate {
     /// One CreateOrder waiting in a batch.
     struct Request: Sendable {
@@ -40,7 +41,7 @@ enum BulkCreate {
         let inputColumns = (0..<orderTypes.count).map { "o\($0)" } + (0..<eventTypes.count).map { "e\($0)" } + ["ord"]
         return """
             WITH input (\(inputColumns.joined(separator: ", "))) AS (VALUES \(values.joined(separator: ", "))),
-            inserted AS (INSERT INTO orders (\(OrderRow.columns)) SELECT \(o) FROM input ORDER BY ord ON CONFLICT DO NOTHING RETURNING order_id),
+            inserted AS (INSERT INTO orders (\(OrderRow.columns)) SELECT \(o) FROM input ORDER BY o1, o5, ord ON CONFLICT DO NOTHING RETURNING order_id),
             created AS (INSERT INTO events (\(eventColumns)) SELECT \(e) FROM input i JOIN inserted ON inserted.order_id = i.o0 ORDER BY i.ord)
             SELECT order_id FROM inserted
             """
@@ -58,10 +59,19 @@ enum BulkCreate {
     }
 
     /// Writes `requests` (those whose caller has not gone) and appends one answer per request, to be
-    /// given after the surrounding transaction commits (at once when this statement is the transaction).
-    static func run(_ requests: [Request], on db: PGConnection, into answers: inout [@Sendable () -> Void]) throws(StorageError) {
+    /// given after the surrounding transaction commits.
+    ///
+    /// `committed`: the statement is the whole transaction (no BEGIN), so once it returns its orders are
+    /// durable and must be answered `.created` whatever happens next. The reads that follow (for requests
+    /// it did not insert) then fail alone: such a request is answered UNAVAILABLE by itself, nothing having
+    /// been written for it. Inside a transaction (`committed` false) a failed read aborts the transaction, so
+    /// it is thrown and the whole batch is retried or run one order at a time; nothing of it is answered.
+    static func run(
+        _ requests: [Request], on db: PGConnection, committed: Bool, into answers: inout [@Sendable () -> Void]
+    ) throws(StorageError) {
         var live: [Request] = []
         live.reserveCapacity(requests.count)
+        var ids = Set<String>()
         for request in requests {
             if request.abandoned() {
                 let completion = request.completion
@@ -71,33 +81,55 @@ enum BulkCreate {
             }
         }
         guard !live.isEmpty else { return }
+        // One row per order id: a second request with the same id (never made by the service) is left out
+        // and answered by reading the row back, like any request the statement did not insert.
+        var rows: [Request] = []
+        rows.reserveCapacity(live.count)
+        for request in live where ids.insert(request.order.id).inserted { rows.append(request) }
         var values: [SQLValue] = []
-        values.reserveCapacity(live.count * (orderTypes.count + eventTypes.count))
-        for request in live {
+        values.reserveCapacity(rows.count * (orderTypes.count + eventTypes.count))
+        for request in rows {
             values += OrderRow.values(request.order.pendingOrder)
             values += OrderRow.createdEvent(request.order)
         }
-        let inserted = Set(try db.query(cachedStatement(rows: live.count), values, { $0.text(0) }))
+        var inserted = Set(try db.query(cachedStatement(rows: rows.count), values, { $0.text(0) }))
         var signalled = false
         for request in live {
             let completion = request.completion
-            if inserted.contains(request.order.id) {
-                let stored = request.order.pendingOrder
-                let sequencer = request.sequencer
-                let signal = !signalled
+            if inserted.remove(request.order.id) != nil {
+                answers.append(created(request, signal: !signalled))
                 signalled = true
-                answers.append {
-                    if signal { sequencer.signal() }
-                    completion(.success(.created(stored)))
-                }
-            } else if let key = request.order.idempotencyKey,
-                let found = try db.query(OrderRow.selectByKey, [.text(request.order.accountID), .text(key)], { OrderRow.decode($0) }).first
-            {
-                answers.append { completion(.success(.existing(found))) }
-            } else {
-                // Not inserted and no order under its key: its random id was taken. Nothing was written for it.
-                answers.append { completion(.failure(.storageUnavailable(detail: "order id already in use"))) }
+                continue
             }
+            do throws(StorageError) {
+                // Not inserted: the row with its id may be its own (written by an earlier try of this batch whose
+                // answer was lost with the connection), else its key was used first, else its id was taken.
+                if let row = try db.query(OrderRow.selectByID, [.text(request.order.id)], { OrderRow.decode($0) }).first,
+                    row == request.order.pendingOrder
+                {
+                    answers.append(created(request, signal: !signalled))
+                    signalled = true
+                } else if let key = request.order.idempotencyKey,
+                    let found = try db.query(OrderRow.selectByKey, [.text(request.order.accountID), .text(key)], { OrderRow.decode($0) }).first
+                {
+                    answers.append { completion(.success(.existing(found))) }
+                } else {
+                    answers.append { completion(.failure(.storageUnavailable(detail: "order id already in use"))) }
+                }
+            } catch {
+                guard committed else { throw error }
+                let detail = error.description
+                answers.append { completion(.failure(.storageUnavailable(detail: detail))) }
+            }
+        }
+    }
+
+    private static func created(_ request: Request, signal: Bool) -> @Sendable () -> Void {
+        let stored = request.order.pendingOrder
+        let sequencer = request.sequencer, completion = request.completion
+        return {
+            if signal { sequencer.signal() }
+            completion(.success(.created(stored)))
         }
     }
 }

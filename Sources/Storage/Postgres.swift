@@ -24,6 +24,13 @@ final class PGConnection {
 
     var isOpen: Bool { conn.map { PQstatus($0) == CONNECTION_OK } ?? false }
 
+    /// Whether a transaction is open on this connection (in progress or failed).
+    var isInTransaction: Bool {
+        guard let conn else { return false }
+        let status = PQtransactionStatus(conn)
+        return status == PQTRANS_INTRANS || status == PQTRANS_INERROR
+    }
+
     /// Connects if not connected; a short connect timeout keeps calls from hanging while the server is down.
     func ensureOpen() throws(StorageError) {
         if isOpen { return }

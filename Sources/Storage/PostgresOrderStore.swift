@@ -88,6 +88,9 @@ public final class PostgresOrderStore: OrderStore {
         while attempt < 4 {
             let together = bulk, alone = bulk && onlyCreates
             do throws(StorageError) {
+                // The statement alone commits by itself only outside a transaction; a connection left inside one
+                // (never expected) is dropped rather than trusted.
+                if alone && db.isInTransaction { db.close() }
                 try db.ensureOpen()
                 if !alone {
                     do throws(StorageError) {
@@ -106,10 +109,12 @@ public final class PostgresOrderStore: OrderStore {
                 answers.reserveCapacity(batch.count)
                 if together {
                     do throws(StorageError) {
-                        try BulkCreate.run(batch.compactMap(\.create), on: db, into: &answers)
+                        try BulkCreate.run(batch.compactMap(\.create), on: db, committed: alone, into: &answers)
                     } catch {
                         if alone && error.connectionLost && !reconnected {
-                            // As above: the statement never reached a live server.
+                            // The statement may or may not have committed before the connection went: send it once
+                            // more on a new connection. Nothing is written twice (order ids and keys are unique),
+                            // and an order the first try did write is found by its id and answered created.
                             reconnected = true
                             db.close()
                             continue

@@ -108,6 +108,35 @@ struct PostgresBatchTests {
         #expect(counts == "20|20\n")
     }
 
+    @Test("an order the statement finds already written under its id: its own (a resend) is created, another's is refused")
+    func resend() throws {
+        guard let url = PostgresTestDatabase.create() else { return }
+        let store = try PostgresOrderStore(url: url, poolSize: 1)
+        defer { store.close() }
+        let first = newOrder("a")
+        #expect(wait { store.create(first, abandoned: { false }, completion: $0) } == .success(.created(first.pendingOrder)))
+        // The same order sent again (as after a connection lost while the first try committed): created, nothing written twice.
+        #expect(wait { store.create(first, abandoned: { false }, completion: $0) } == .success(.created(first.pendingOrder)))
+        // Another order under a taken id: refused, nothing written.
+        var other = newOrder("b")
+        other.id = first.id
+        guard case .failure(.storageUnavailable) = wait({ store.create(other, abandoned: { false }, completion: $0) }) else {
+            Issue.record("an order under a taken id was not refused")
+            return
+        }
+        // Both copies of one order in one batch: both answered created, one row, one event.
+        let held = Self.holdPool(store, ms: 300)
+        let answers = Answers()
+        let twice = newOrder("c")
+        answers.create(store, twice)
+        answers.create(store, twice)
+        #expect(answers.group.wait(timeout: .now() + 20) == .success)
+        #expect(held.wait(timeout: .now() + 5) == .success)
+        #expect(answers[twice] == .success(.created(twice.pendingOrder)))
+        let counts = try psqlCLI(url, "SELECT (SELECT count(*) FROM orders), (SELECT count(*) FROM events)")
+        #expect(counts == "2|2\n")
+    }
+
     @Test("many concurrent CreateOrders with and without keys: one order per key, one event per order")
     func concurrentMix() throws {
         guard let url = PostgresTestDatabase.create() else { return }
