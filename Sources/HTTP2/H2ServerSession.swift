@@ -451,7 +451,7 @@ final class H2ServerSession: ResponseSink, @unchecked Sendable {
         stream.knownMethod = route != nil
         if router.authenticates {
             // Before anything per method, unknown methods included: their names are the peer's to choose.
-            let cancellation = Cancellation(keepsNotes: shared.configuration.keepsCallNotes)
+            let cancellation = stream.cancellation ?? Cancellation(keepsNotes: shared.configuration.keepsCallNotes)
             stream.cancellation = cancellation
             let method = path.hasPrefix("/") ? String(path.dropFirst()) : path
             let context = CallContext(

@@ -17,6 +17,12 @@ public final class Cancellation: Sendable {
         notes.withLock { $0.append((key, value)) }
     }
     public var noted: [(String, String)] { notes.withLock { $0 } }
+
+    /// New again, for the transport's next call on the same stream object; only when nothing else holds it.
+    package func reset() {
+        flag.store(false, ordering: .relaxed)
+        notes.withLock { $0.removeAll(keepingCapacity: true) }
+    }
 }
 
 /// What a handler knows about its call besides the request message.

@@ -12,6 +12,9 @@ final class MemoryProbe: Sendable {
     let writers = Mutex<[StreamWriter]>([])
     let records = Mutex<[CallRecord]>([])
     let received = Mutex<[[UInt8]]>([])
+    /// What t.T/Mark saw of its call's cancellation when it started: (cancelled, notes).
+    let marks = Mutex<[(Bool, Int)]>([])
+    let kept = Mutex<[Cancellation]>([])
 
     var router: Router {
         var router = Router()
@@ -19,6 +22,17 @@ final class MemoryProbe: Sendable {
         router.register("t.T/Hang") { [self] context, _, responder in
             cancellations.withLock { $0.append(context.cancellation) }
             responders.withLock { $0.append(responder) }
+        }
+        router.register("t.T/Mark") { [self] context, message, responder in
+            let c = context.cancellation
+            marks.withLock { $0.append((c.isCancelled, c.noted.count)) }
+            c.note("mark", "1")
+            c.cancel()
+            responder.succeed(framed: MessageFraming.frame(message))
+        }
+        router.register("t.T/Keep") { [self] context, message, responder in
+            kept.withLock { $0.append(context.cancellation) }
+            responder.succeed(framed: MessageFraming.frame(message))
         }
         router.register("t.T/Elsewhere") { _, message, responder in
             DispatchQueue.global().async { responder.succeed(framed: MessageFraming.frame(message)) }
@@ -107,6 +121,21 @@ struct InMemoryTransportTests {
         // Idle: the once-a-second sweep gives the cache back.
         t.session.expireCalls(now: 0)
         #expect(t.session.allocatorCounts.cached == 0)
+    }
+
+    @Test("a stream's cancellation is reused for the next call only when nothing holds it, and always starts new")
+    func cancellationReuse() throws {
+        let probe = MemoryProbe()
+        let (_, c) = pair(probe, { $0.keepsCallNotes = true })
+        for _ in 0..<3 { #expect(try c.unary("t.T/Mark", message: [1]).code == .ok) }
+        // A handler that keeps its call's cancellation: the next call must not get that object.
+        #expect(try c.unary("t.T/Keep", message: [1]).code == .ok)
+        for k in probe.kept.withLock({ $0 }) { k.cancel() }
+        #expect(try c.unary("t.T/Mark", message: [1]).code == .ok)
+        let marks = probe.marks.withLock { $0 }
+        #expect(marks.count == 4)
+        #expect(marks.allSatisfy { !$0.0 && $0.1 == 0 }, "\(marks)")
+        #expect(probe.kept.withLock { $0.allSatisfy(\.isCancelled) })
     }
 
     @Test("an answer made on another thread comes back through the host")
