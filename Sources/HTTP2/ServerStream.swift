@@ -65,7 +65,8 @@ final class ServerStream {
         path = ""
         contentType = ""
         timeout = ""
-        if !metadata.isEmpty { metadata = [] }
+        // Its buffer is kept for the next call's metadata (the call's context, which shared it, is gone).
+        if !metadata.isEmpty { metadata.removeAll(keepingCapacity: true) }
         headerBytes = 0
         headerListTooLarge = false
         pseudoFields = 0

@@ -15,6 +15,7 @@ final class MemoryProbe: Sendable {
     /// What t.T/Mark saw of its call's cancellation when it started: (cancelled, notes).
     let marks = Mutex<[(Bool, Int)]>([])
     let kept = Mutex<[Cancellation]>([])
+    let metadata = Mutex<[[String]]>([])
 
     var router: Router {
         var router = Router()
@@ -28,6 +29,10 @@ final class MemoryProbe: Sendable {
             marks.withLock { $0.append((c.isCancelled, c.noted.count)) }
             c.note("mark", "1")
             c.cancel()
+            responder.succeed(framed: MessageFraming.frame(message))
+        }
+        router.register("t.T/Meta") { [self] context, message, responder in
+            metadata.withLock { $0.append(context.metadata.map { "\($0.name)=\($0.value)" }) }
             responder.succeed(framed: MessageFraming.frame(message))
         }
         router.register("t.T/Keep") { [self] context, message, responder in
@@ -136,6 +141,17 @@ struct InMemoryTransportTests {
         #expect(marks.count == 4)
         #expect(marks.allSatisfy { !$0.0 && $0.1 == 0 }, "\(marks)")
         #expect(probe.kept.withLock { $0.allSatisfy(\.isCancelled) })
+    }
+
+    @Test("each call sees its own metadata, though the stream object and its metadata buffer are reused")
+    func metadataPerCall() throws {
+        let probe = MemoryProbe()
+        let (_, c) = pair(probe)
+        _ = try c.unary("t.T/Meta", message: [1], metadata: [("x-a", "1"), ("x-b", "2"), ("x-c", "3")])
+        _ = try c.unary("t.T/Meta", message: [1], metadata: [("x-d", "4")])
+        _ = try c.unary("t.T/Meta", message: [1])
+        _ = try c.unary("t.T/Meta", message: [1], metadata: [("x-a", "5"), ("x-e", "6")])
+        #expect(probe.metadata.withLock { $0 } == [["x-a=1", "x-b=2", "x-c=3"], ["x-d=4"], [], ["x-a=5", "x-e=6"]])
     }
 
     @Test("an answer made on another thread comes back through the host")
