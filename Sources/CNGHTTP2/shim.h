@@ -33,6 +33,9 @@ typedef struct billing_h2_block {
     } u;
 } billing_h2_block;
 
+/* Payloads follow the header, so the header's size keeps malloc's alignment (64-bit targets). */
+_Static_assert(sizeof(billing_h2_block) == 16, "billing_h2_block must be 16 bytes");
+
 typedef struct billing_h2_pool {
     nghttp2_mem mem;
     billing_h2_block *free_list[BILLING_H2_POOL_CLASSES];
@@ -104,7 +107,7 @@ static inline void *billing_h2_pool_realloc(void *ptr, size_t size, void *user_d
     if (!ptr) return billing_h2_pool_malloc(size, user_data);
     billing_h2_block *b = (billing_h2_block *)ptr - 1;
     size_t old = b->size_class == BILLING_H2_POOL_LARGE ? b->u.size : billing_h2_class_bytes(b->size_class);
-    if (b->size_class != BILLING_H2_POOL_LARGE && size <= old) return ptr;
+    if (size <= old) return ptr; /* it fits: a class block or a large block shrinking keeps its place */
     void *p = billing_h2_pool_malloc(size, user_data);
     if (!p) return NULL;
     memcpy(p, ptr, old < size ? old : size);

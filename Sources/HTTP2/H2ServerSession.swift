@@ -73,7 +73,9 @@ final class H2ServerSession: ResponseSink, @unchecked Sendable {
         // so they are off and `RequestFieldCheck` applies RFC 9113 8.2-8.3 itself, skipping only those fields.
         nghttp2_option_set_no_http_messaging(option, 1)
         // Closed streams are kept only for RFC 7540 priorities, which RFC 9113 deprecated and gRPC never sends:
-        // without this, nghttp2 holds up to max-concurrent-streams closed streams per connection.
+        // without this, nghttp2 holds up to max-concurrent-streams closed streams per connection. The one
+        // visible difference: DATA, trailers or HEADERS for a stream the client itself already ended are
+        // ignored (RFC 9113 5.1 allows it) where nghttp2 would otherwise end the connection with STREAM_CLOSED.
         nghttp2_option_set_no_closed_streams(option, 1)
         var s: OpaquePointer?
         // nghttp2's allocations go through this session's block cache (shim.h: billing_h2_pool).

@@ -13,6 +13,7 @@ enum FieldName: UInt8 {
     case path, method, otherPseudo
     case contentType, grpcTimeout
     /// Sent by gRPC clients, read by nobody here: te, user-agent, grpc-accept-encoding, accept-encoding.
+    /// (`te` with a value other than `trailers` is accepted, as grpc-go and the build before accept it.)
     case unread
     /// Connection-specific (RFC 9113 8.2.2): connection, keep-alive, proxy-connection, transfer-encoding, upgrade.
     case connectionSpecific

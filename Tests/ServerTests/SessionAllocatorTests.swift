@@ -45,6 +45,8 @@ struct SessionAllocatorTests {
         #expect((0..<120).allSatisfy { grown[$0] == UInt8($0) })
         let large = try #require(billing_h2_pool_realloc(grown, 9000, user)).assumingMemoryBound(to: UInt8.self)
         #expect((0..<120).allSatisfy { large[$0] == UInt8($0) })
+        // A large block shrinking keeps its place.
+        #expect(billing_h2_pool_realloc(large, 3000, user) == UnsafeMutableRawPointer(large))
         let cachedBefore = billing_h2_pool_cached(pool)
         billing_h2_pool_release(large, user)
         #expect(billing_h2_pool_cached(pool) == cachedBefore)
