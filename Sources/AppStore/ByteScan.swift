@@ -15,23 +15,6 @@ enum ByteScan {
         return (zeroQuote | zeroBackslash | control) != 0
     }
 
-    /// Whether every byte of `buffer` is ASCII (below 0x80).
-    static func isASCII(_ buffer: UnsafeBufferPointer<UInt8>) -> Bool {
-        guard let base = buffer.baseAddress else { return true }
-        let raw = UnsafeRawPointer(base)
-        var i = 0
-        var any: UInt64 = 0
-        while i + 8 <= buffer.count {
-            any |= raw.loadUnaligned(fromByteOffset: i, as: UInt64.self)
-            i += 8
-        }
-        while i < buffer.count {
-            any |= UInt64(base[i])
-            i += 1
-        }
-        return any & highs == 0
-    }
-
     /// The index of the first `"`, `\` or control byte at or after `start`, or `buffer.count`.
     static func firstSpecial(_ buffer: UnsafeBufferPointer<UInt8>, from start: Int) -> Int {
         var i = start

@@ -1,3 +1,4 @@
+import ProtoWire
 /// A small strict JSON reader for signed payloads: objects, arrays, strings (all escapes, surrogate
 /// pairs), numbers (integers kept exact in 64 bits), booleans, null. Depth and size are bounded.
 /// Faster than Foundation's JSONSerialization on Linux, which showed in SubmitReceipt profiles.
@@ -190,7 +191,7 @@ package struct JSONReader {
             i += 1
             // ASCII (every string Apple signs but free text) needs no validation; `String(validating:)` is generic
             // and looked its metadata up on every call (about 1,000 instructions, 43 strings per notification).
-            if ByteScan.isASCII(s) { return String(decoding: s, as: UTF8.self) }
+            if ASCII.isASCII(s) { return String(decoding: s, as: UTF8.self) }
             guard let text = String(validating: s, as: UTF8.self) else { throw Failure() }
             return text
         }

@@ -95,8 +95,9 @@ public struct ProtoReader: ~Copyable {
     public mutating func readString(field: Int) throws(WireError) -> String {
         let range = try readLengthBounds()
         if range.isEmpty { return "" }
-        let slice = bytes[range]
-        guard let s = String(validating: slice, as: UTF8.self) else { throw .invalidUTF8(field: field) }
+        let ascii = bytes.withUnsafeBufferPointer { ASCII.isASCII(UnsafeBufferPointer(rebasing: $0[range])) }
+        if ascii { return String(decoding: bytes[range], as: UTF8.self) }
+        guard let s = String(validating: bytes[range], as: UTF8.self) else { throw .invalidUTF8(field: field) }
         return s
     }
 

@@ -1,4 +1,5 @@
 @testable import AppStore
+import ProtoWire
 import Foundation
 import Testing
 
@@ -107,11 +108,11 @@ struct JSONStringValidationTests {
                 for b in 0...255 {
                     var bytes = [UInt8](repeating: 0x61, count: length)
                     bytes[position] = UInt8(b)
-                    #expect(bytes.withUnsafeBufferPointer { ByteScan.isASCII($0) } == (b < 0x80))
+                    #expect(bytes.withUnsafeBufferPointer { ASCII.isASCII($0) } == (b < 0x80))
                 }
             }
         }
-        #expect([UInt8]().withUnsafeBufferPointer { ByteScan.isASCII($0) })
+        #expect([UInt8]().withUnsafeBufferPointer { ASCII.isASCII($0) })
     }
 
     @Test("a string with invalid UTF-8 is refused; valid non-ASCII text is read")

@@ -55,8 +55,16 @@ struct ReaderTests {
     }
 
     @Test("strings must be UTF-8")
-    func invalidUTF8() {
+    func invalidUTF8() throws {
         #expect(throws: WireError.invalidUTF8(field: 1)) { try CreateOrderRequest(decoding: [0x0A, 0x02, 0xC3, 0x28]) }
+        // A bad byte after 8 ASCII bytes (past the word-at-a-time ASCII check's first word), and a lone high byte at the end.
+        #expect(throws: WireError.invalidUTF8(field: 1)) { try CreateOrderRequest(decoding: [0x0A, 0x09] + Array("abcdefgh".utf8) + [0xFF]) }
+        #expect(throws: WireError.invalidUTF8(field: 1)) { try CreateOrderRequest(decoding: [0x0A, 0x01, 0x80]) }
+        // ASCII and valid multi-byte text both come back as sent.
+        let text = "acct-é-中-🙂"
+        let encoded = Array(text.utf8)
+        #expect(try CreateOrderRequest(decoding: [0x0A, UInt8(encoded.count)] + encoded).accountID == text)
+        #expect(try CreateOrderRequest(decoding: [0x0A, 0x0B] + Array("plain-ascii".utf8)).accountID == "plain-ascii")
     }
 
     @Test("int32 values outside 32 bits are refused")
