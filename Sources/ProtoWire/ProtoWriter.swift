@@ -51,7 +51,9 @@ extension ProtoWriter {
         guard !value.isEmpty else { return }
         writeTag(field, .lengthDelimited)
         writeVarint(UInt64(value.utf8.count))
-        bytes.append(contentsOf: value.utf8)
+        // The contiguous bytes in one copy (appending the UTF8View went byte by byte).
+        var value = value
+        value.withUTF8 { bytes.append(contentsOf: $0) }
     }
     public mutating func bytesField(_ field: Int, _ value: [UInt8]) {
         guard !value.isEmpty else { return }
