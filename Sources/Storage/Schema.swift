@@ -17,6 +17,19 @@ enum SQLDialect {
     fileprivate var feedIndexes: String {
         self == .sqlite ? "" : "CREATE INDEX events_unsequenced ON events (txid, id) WHERE feed_cursor IS NULL;"
     }
+    /// Step 6, PostgreSQL only: an event is inserted without its cursor and numbered by the sequencer's UPDATE
+    /// just after, so the cursor indexes hold only numbered rows. Inserting NULL entries that no query reads cost
+    /// two index entries per event (about 12% of PostgreSQL's CPU per CreateOrder).
+    fileprivate var partialFeedIndexes: String {
+        self == .sqlite
+            ? "-- 6: PostgreSQL only (SQLite's cursor is the rowid)."
+            : """
+            ALTER TABLE events DROP CONSTRAINT events_feed_cursor_key;
+            CREATE UNIQUE INDEX events_feed_cursor ON events (feed_cursor) WHERE feed_cursor IS NOT NULL;
+            DROP INDEX events_account;
+            CREATE INDEX events_account ON events (account_id, feed_cursor) WHERE feed_cursor IS NOT NULL;
+            """
+    }
 }
 
 enum Schema {
@@ -142,6 +155,9 @@ enum Schema {
                        CASE WHEN n.header_digest IS NULL THEN n.signed_payload ELSE h.header || n.signed_payload END AS signed_payload
                 FROM notifications n LEFT JOIN jws_headers h ON h.digest = n.header_digest;
             """,
+            // 6: the feed's cursor indexes hold numbered events only (see `partialFeedIndexes`). On a large events
+            // table this rebuilds two indexes once, at the first start of this version.
+            dialect.partialFeedIndexes,
         ]
     }
 }
