@@ -6,6 +6,8 @@ final class PGConnection {
     private var conn: OpaquePointer?
     private var prepared: [String: String] = [:]
     let url: String
+    /// Set by the batch runner while the open transaction carries more than one job (`SQLExecutor`).
+    var sharesTransaction = false
 
     init(url: String) {
         self.url = url

@@ -127,18 +127,36 @@ public final class PostgresOrderStore: OrderStore {
                         throw error
                     }
                 }
+                // Jobs that met a subscription lock held elsewhere wait for it in their own transaction (below).
+                var deferred: [Job] = []
+                db.sharesTransaction = batch.count > 1
+                defer { db.sharesTransaction = false }
                 for job in batch where !together || job.create == nil {
-                    answers.append(try runJob(job, on: db))
+                    if let answer = try runJob(job, on: db) {
+                        answers.append(answer)
+                    } else {
+                        deferred.append(job)
+                    }
                 }
                 if !alone { try db.commit() }
                 health.reachable.store(true, ordering: .relaxed)
                 for answer in answers { answer() }
+                db.sharesTransaction = false
+                for job in deferred { runBatch([job], on: db, health: health) }
                 return
             } catch {
                 attempt += 1
                 lastError = error
                 if !error.connectionLost && !alone { _ = try? db.execute("ROLLBACK") }
                 if error.connectionLost { health.reachable.store(false, ordering: .relaxed) }
+                if error.sqlState == "40P01" && batch.count > 1 {
+                    // A batch holds every job's locks (subscription locks, order rows) until its COMMIT, so batches on
+                    // two connections can wait on each other; retried as batches they meet again and again, each
+                    // time after PostgreSQL's deadlock_timeout. Each job in its own transaction cannot form such a
+                    // cycle with the others' locks: run them one by one (each still retried on its own).
+                    for job in batch { runBatch([job], on: db, health: health) }
+                    return
+                }
                 if isRetryable(error) && attempt < 4 {
                     usleep(UInt32(1000 << (attempt - 1)))
                     continue
@@ -152,7 +170,9 @@ public final class PostgresOrderStore: OrderStore {
 
     /// One job in its savepoint. A refusal or a unique violation rolls the savepoint back; the
     /// violation re-runs the job once, now seeing the row another replica committed.
-    private static func runJob(_ job: Job, on db: PGConnection) throws(StorageError) -> @Sendable () -> Void {
+    /// Answers nil when the job met a subscription lock another transaction holds (`lockBusy`): its savepoint is
+    /// rolled back and it must run again in a transaction of its own.
+    private static func runJob(_ job: Job, on db: PGConnection) throws(StorageError) -> (@Sendable () -> Void)? {
         for attempt in 0..<2 {
             try db.execute("SAVEPOINT job")
             let answer: @Sendable () -> Void
@@ -165,6 +185,11 @@ public final class PostgresOrderStore: OrderStore {
                     try db.execute("RELEASE SAVEPOINT job")
                     return { job.fail(e) }
                 case .storage(let e):
+                    if e.isLockBusy {
+                        try db.execute("ROLLBACK TO SAVEPOINT job")
+                        try db.execute("RELEASE SAVEPOINT job")
+                        return nil
+                    }
                     if e.connectionLost || isRetryable(e) { throw e }
                     try db.execute("ROLLBACK TO SAVEPOINT job")
                     try db.execute("RELEASE SAVEPOINT job")

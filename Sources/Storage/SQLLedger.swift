@@ -16,6 +16,12 @@ protocol SQLExecutor {
     func query<T>(_ sql: String, _ values: [SQLValue], _ row: (Reader) -> T) throws(StorageError) -> [T]
     @discardableResult
     func update(_ sql: String, _ values: [SQLValue]) throws(StorageError) -> Int
+    /// The current transaction carries other jobs too (a PostgreSQL batch): a lock held elsewhere is not waited for.
+    var sharesTransaction: Bool { get }
+}
+
+extension SQLExecutor {
+    var sharesTransaction: Bool { false }
 }
 
 extension Row: RowReader {}
@@ -310,8 +316,24 @@ struct SQLLedger<DB: SQLExecutor>: PurchaseLedger {
 
     /// PostgreSQL: a transaction-scoped advisory lock on (namespace "subs", hash of the id); the two-key form
     /// never collides with the one-key locks of migrations and the event sequencer.
+    ///
+    /// Inside a batch (`sharesTransaction`) the lock is only tried: waiting for it while holding the other jobs'
+    /// locks is how two batches deadlock. If another transaction holds it, the job fails with `lockBusy`, its
+    /// savepoint is rolled back, and it runs again alone once the batch has committed, where waiting is safe.
     func lockSubscription(originalTransactionID: String) throws(BillingError) {
         guard lockOrders else { return }
+        if db.sharesTransaction {
+            let locked = try run { () throws(StorageError) in
+                try db.query(
+                    "SELECT pg_try_advisory_xact_lock(\(Self.subscriptionLockSpace), hashtext($1))",
+                    [.text(originalTransactionID)], { $0.text(0) == "t" }
+                ).first ?? false
+            }
+            if locked { return }
+            let busy = StorageError(code: 0, message: "subscription lock held by another transaction", sqlState: StorageError.lockBusy)
+            lastError?.error = busy
+            throw .storageUnavailable(detail: busy.description)
+        }
         try run { () throws(StorageError) in
             _ = try db.query(
                 "SELECT pg_advisory_xact_lock(\(Self.subscriptionLockSpace), hashtext($1))",

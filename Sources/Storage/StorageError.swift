@@ -22,6 +22,11 @@ public struct StorageError: Error, CustomStringConvertible, Sendable {
         return "sqlite error \(code): \(message)"
     }
 
+    /// Not a database error: a subscription lock another transaction holds, met by a job that shares its
+    /// transaction with other jobs (it does not wait while holding theirs; it runs again alone after).
+    static let lockBusy = "BL001"
+    var isLockBusy: Bool { sqlState == Self.lockBusy }
+
     /// SQLITE_CONSTRAINT and its extended codes: a unique or check rule refused the write.
     public var isConstraint: Bool { code & 0xFF == SQLITE_CONSTRAINT }
 }

@@ -358,6 +358,54 @@ struct PurchaseEngineTests {
         #expect(all.filter { $0.failure == .transactionAlreadyClaimed(transactionID: "9001") }.count == 49)
     }
 
+    @Test("in a PostgreSQL batch, a purchase whose subscription lock is held elsewhere waits alone; the rest of the batch commits")
+    func lockHeldElsewhere() throws {
+        guard ProcessInfo.processInfo.environment["BILLING_TEST_POSTGRES"] != nil else { return }
+        let url = PostgresDB.create()
+        // One pool connection, so both purchases share one batch (one transaction).
+        let h = Harness(Backend(name: "postgres") { try! PostgresOrderStore(url: url, poolSize: 1) })
+        defer { h.store.close() }
+        let a = h.order("a"), b = h.order("b")
+        // Another session holds account "a"'s purchase lock for 6 s (a non-consumable locks its account and product;
+        // the NUL between them ends the C string, so the key PostgreSQL hashes is the account).
+        let holder = Process()
+        holder.executableURL = URL(fileURLWithPath: "/usr/bin/psql")
+        holder.arguments = [url, "-q", "-c", "SELECT pg_advisory_lock(1937072755, hashtext('a'))", "-c", "SELECT pg_sleep(6)"]
+        holder.standardOutput = FileHandle.nullDevice
+        try holder.run()
+        defer { holder.waitUntilExit() }
+        var held = false
+        for _ in 0..<100 where !held {
+            let probe = Process()
+            probe.executableURL = URL(fileURLWithPath: "/usr/bin/psql")
+            probe.arguments = [url, "-At", "-c", "SELECT count(*) FROM pg_locks WHERE locktype = 'advisory' AND classid = 1937072755 AND granted"]
+            let pipe = Pipe()
+            probe.standardOutput = pipe
+            try probe.run()
+            let out = String(decoding: pipe.fileHandleForReading.readDataToEndOfFile(), as: UTF8.self)
+            probe.waitUntilExit()
+            held = out.trimmingCharacters(in: .whitespacesAndNewlines) == "1"
+            if !held { usleep(20_000) }
+        }
+        #expect(held)
+        // Keep the pool's connection busy while both purchases queue, so they form one batch.
+        h.store.read({ _ throws(BillingError) in usleep(1_000_000) }, completion: { _ in })
+        let answered = Mutex<[String]>([])
+        let group = DispatchGroup()
+        for (name, order, id) in [("a", a, "61001"), ("b", b, "61002")] {
+            group.enter()
+            h.engine.submitReceipt(orderID: order.id, proof: .signedTransaction(Shop.jws(id)), transactionID: "") { r in
+                if case .success = r { answered.withLock { $0.append(name) } }
+                group.leave()
+            }
+        }
+        #expect(group.wait(timeout: .now() + 30) == .success)
+        // b was answered while a's lock was still held elsewhere; a after it was released. Before, the whole batch
+        // waited for the lock, and a batch that held such a lock could deadlock with another batch.
+        #expect(answered.withLock { $0 } == ["b", "a"])
+        #expect(h.get(a.id).state == .completed && h.get(b.id).state == .completed)
+    }
+
     @Test("a retry answers the stored transaction, whatever the retried proof says about it", arguments: Backend.all)
     func retryAnswersStored(_ backend: Backend) throws {
         let h = Harness(backend)
