@@ -141,7 +141,6 @@ public final class PostgresOrderStore: OrderStore {
                 if !alone { try db.commit() }
                 health.reachable.store(true, ordering: .relaxed)
                 for answer in answers { answer() }
-                db.sharesTransaction = false
                 for job in deferred { runBatch([job], on: db, health: health) }
                 return
             } catch {
