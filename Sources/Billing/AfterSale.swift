@@ -12,6 +12,12 @@ public enum EventKind: Int, Sendable, Equatable, CaseIterable {
     case entitlementTransferred = 10
     case renewalStatusChanged = 11
     case billingIssue = 12
+    /// Part of an order refunded (the order's refunded quantity, the transaction's revocation percentage).
+    case orderPartiallyRefunded = 13
+    /// An upgrade or crossgrade took effect, or a scheduled downgrade renewed: the entitlement's product is new.
+    case entitlementProductChanged = 14
+    /// The product of the next renewal changed (the entitlement's pending product).
+    case renewalProductChanged = 15
 }
 
 /// What caused a change: the cause string of billing.proto and, for notifications, their UUID.
@@ -77,12 +83,28 @@ public struct EntitlementRecord: Sendable, Equatable {
     public var orderID: String?
     /// The App Store said the subscription expired (EXPIRED, GRACE_PERIOD_EXPIRED) after its latest transaction.
     public var ended: Bool
+    /// The current transaction was superseded by an upgrade: it grants no access.
+    public var upgraded = false
+    /// A renewal failed and the store is retrying (after the current transaction was signed).
+    public var billingRetry = false
+    public var ownership: Ownership = .purchased
+    public var store: Store = .appStore
+    public var subscriptionGroupID = ""
+    public var pendingProductID = ""
 
     public init(
         accountID: String, key: String, productID: String, productKind: ProductKind, originalTransactionID: String,
         latestTransactionID: String, purchaseTimeMs: Int64, expiresTimeMs: Int64, revocationTimeMs: Int64,
-        gracePeriodExpiresTimeMs: Int64, autoRenew: Bool, environment: StoreEnvironment, orderID: String?, ended: Bool
+        gracePeriodExpiresTimeMs: Int64, autoRenew: Bool, environment: StoreEnvironment, orderID: String?, ended: Bool,
+        upgraded: Bool = false, billingRetry: Bool = false, ownership: Ownership = .purchased, store: Store = .appStore,
+        subscriptionGroupID: String = "", pendingProductID: String = ""
     ) {
+        self.upgraded = upgraded
+        self.billingRetry = billingRetry
+        self.ownership = ownership
+        self.store = store
+        self.subscriptionGroupID = subscriptionGroupID
+        self.pendingProductID = pendingProductID
         self.accountID = accountID
         self.key = key
         self.productID = productID
@@ -103,13 +125,22 @@ public struct EntitlementRecord: Sendable, Equatable {
         kind == .nonConsumable ? "p:" + productID : "s:" + originalTransactionID
     }
 
-    /// Not revoked, not ended, and (subscriptions) not past its expiry or billing grace period at `nowMs`.
-    public func isActive(nowMs: Int64) -> Bool {
-        if revocationTimeMs > 0 || ended { return false }
-        guard productKind == .autoRenewableSubscription || productKind == .nonRenewingSubscription else { return true }
-        if expiresTimeMs == 0 { return true }
-        return max(expiresTimeMs, gracePeriodExpiresTimeMs) > nowMs
+    /// Where it stands at `nowMs`: REVOKED when its current transaction is revoked; a non-consumable is ACTIVE
+    /// otherwise; a subscription is ACTIVE until its expiry, then GRACE_PERIOD until the grace period ends,
+    /// then BILLING_RETRY while the store retries, else EXPIRED (at once when the store said it ended, or when
+    /// an upgrade superseded its transaction).
+    public func state(nowMs: Int64) -> EntitlementState {
+        if revocationTimeMs > 0 { return .revoked }
+        guard productKind == .autoRenewableSubscription || productKind == .nonRenewingSubscription else { return .active }
+        if ended || upgraded { return .expired }
+        if expiresTimeMs == 0 || expiresTimeMs > nowMs { return .active }
+        if gracePeriodExpiresTimeMs > nowMs { return .gracePeriod }
+        if billingRetry && productKind == .autoRenewableSubscription { return .billingRetry }
+        return .expired
     }
+
+    /// ACTIVE or GRACE_PERIOD at `nowMs`.
+    public func isActive(nowMs: Int64) -> Bool { state(nowMs: nowMs).grantsAccess }
 
     /// The entitlement as callers see it at `nowMs`.
     public func entitlement(nowMs: Int64) -> Entitlement {
@@ -118,7 +149,9 @@ public struct EntitlementRecord: Sendable, Equatable {
             latestTransactionID: latestTransactionID, purchaseTimeMs: purchaseTimeMs, expiresTimeMs: expiresTimeMs,
             active: isActive(nowMs: nowMs), orderID: orderID, revocationTimeMs: revocationTimeMs,
             gracePeriodExpiresTimeMs: gracePeriodExpiresTimeMs,
-            autoRenew: productKind == .autoRenewableSubscription && autoRenew, environment: environment)
+            autoRenew: productKind == .autoRenewableSubscription && autoRenew, environment: environment,
+            state: state(nowMs: nowMs), ownership: ownership, store: store, subscriptionGroupID: subscriptionGroupID,
+            pendingProductID: pendingProductID)
     }
 }
 
@@ -131,11 +164,17 @@ public struct RenewalState: Sendable, Equatable {
     public var signedTimeMs: Int64
     /// The newest signedDate of an EXPIRED / GRACE_PERIOD_EXPIRED notification; 0 if none.
     public var endedSignedTimeMs: Int64
+    /// The renewal info's isInBillingRetryPeriod.
+    public var billingRetry = false
+    /// The renewal info's autoRenewProductId: the product of the next renewal; empty when unknown.
+    public var autoRenewProductID = ""
 
     public init(
         originalTransactionID: String, autoRenew: Bool = true, gracePeriodExpiresTimeMs: Int64 = 0,
-        signedTimeMs: Int64 = 0, endedSignedTimeMs: Int64 = 0
+        signedTimeMs: Int64 = 0, endedSignedTimeMs: Int64 = 0, billingRetry: Bool = false, autoRenewProductID: String = ""
     ) {
+        self.billingRetry = billingRetry
+        self.autoRenewProductID = autoRenewProductID
         self.originalTransactionID = originalTransactionID
         self.autoRenew = autoRenew
         self.gracePeriodExpiresTimeMs = gracePeriodExpiresTimeMs
@@ -150,8 +189,17 @@ public struct RenewalFact: Sendable, Equatable {
     public var autoRenew: Bool?
     public var gracePeriodExpiresTimeMs: Int64?
     public var signedTimeMs: Int64
+    /// isInBillingRetryPeriod, when the renewal info says.
+    public var billingRetry: Bool?
+    /// autoRenewProductId, when the renewal info says.
+    public var autoRenewProductID: String?
 
-    public init(originalTransactionID: String, autoRenew: Bool?, gracePeriodExpiresTimeMs: Int64?, signedTimeMs: Int64) {
+    public init(
+        originalTransactionID: String, autoRenew: Bool?, gracePeriodExpiresTimeMs: Int64?, signedTimeMs: Int64,
+        billingRetry: Bool? = nil, autoRenewProductID: String? = nil
+    ) {
+        self.billingRetry = billingRetry
+        self.autoRenewProductID = autoRenewProductID
         self.originalTransactionID = originalTransactionID
         self.autoRenew = autoRenew
         self.gracePeriodExpiresTimeMs = gracePeriodExpiresTimeMs
@@ -273,17 +321,21 @@ public enum EventSnapshot {
         join([
             o.id, o.accountID, o.productID, String(o.quantity), String(o.state.rawValue), o.idempotencyKey ?? "",
             String(o.createTimeMs), String(o.updateTimeMs), o.transactionID ?? "", String(o.environment?.rawValue ?? 0),
+            String(o.refundedQuantity), String(o.store?.rawValue ?? 0),
         ])
     }
 
+    /// Snapshots written before schema step 7 have the first 10 fields.
     public static func decodeOrder(_ text: String) -> Order? {
-        guard let f = split(text), f.count == 10, let q = Int(f[3]), let s = Int(f[4]).flatMap(OrderState.init(rawValue:)),
-            let c = Int64(f[6]), let u = Int64(f[7]), let e = Int(f[9])
+        guard let f = split(text), f.count == 10 || f.count >= 12, let q = Int(f[3]),
+            let s = Int(f[4]).flatMap(OrderState.init(rawValue:)), let c = Int64(f[6]), let u = Int64(f[7]), let e = Int(f[9])
         else { return nil }
+        let refunded = f.count >= 12 ? Int(f[10]) ?? 0 : (s == .refunded ? q : 0)
+        let store = f.count >= 12 ? Int(f[11]).flatMap(Store.init(rawValue:)) : (f[8].isEmpty ? nil : .appStore)
         return Order(
             id: f[0], accountID: f[1], productID: f[2], quantity: q, state: s, idempotencyKey: f[5].isEmpty ? nil : f[5],
             createTimeMs: c, updateTimeMs: u, transactionID: f[8].isEmpty ? nil : f[8],
-            environment: StoreEnvironment(rawValue: e))
+            environment: StoreEnvironment(rawValue: e), refundedQuantity: refunded, store: store)
     }
 
     public static func encode(_ e: Entitlement) -> String {
@@ -291,17 +343,30 @@ public enum EventSnapshot {
             e.productID, e.productKind.rawValue, e.originalTransactionID, e.latestTransactionID, String(e.purchaseTimeMs),
             String(e.expiresTimeMs), e.active ? "1" : "0", e.orderID ?? "", String(e.revocationTimeMs),
             String(e.gracePeriodExpiresTimeMs), e.autoRenew ? "1" : "0", String(e.environment?.rawValue ?? 0),
+            String(e.state.rawValue), String(e.ownership.rawValue), String(e.store.rawValue), e.subscriptionGroupID,
+            e.pendingProductID,
         ])
     }
 
+    /// Snapshots written before schema step 7 have the first 12 fields; their state is derived from `active`.
     public static func decodeEntitlement(_ text: String) -> Entitlement? {
-        guard let f = split(text), f.count == 12, let kind = ProductKind(rawValue: f[1]), let p = Int64(f[4]), let x = Int64(f[5]),
-            let r = Int64(f[8]), let g = Int64(f[9]), let env = Int(f[11])
+        guard let f = split(text), f.count == 12 || f.count >= 17, let kind = ProductKind(rawValue: f[1]), let p = Int64(f[4]),
+            let x = Int64(f[5]), let r = Int64(f[8]), let g = Int64(f[9]), let env = Int(f[11])
         else { return nil }
-        return Entitlement(
+        var e = Entitlement(
             productID: f[0], productKind: kind, originalTransactionID: f[2], latestTransactionID: f[3],
             purchaseTimeMs: p, expiresTimeMs: x, active: f[6] == "1", orderID: f[7].isEmpty ? nil : f[7],
             revocationTimeMs: r, gracePeriodExpiresTimeMs: g, autoRenew: f[10] == "1",
             environment: StoreEnvironment(rawValue: env))
+        if f.count >= 17 {
+            e.state = Int(f[12]).flatMap(EntitlementState.init(rawValue:)) ?? (e.active ? .active : .expired)
+            e.ownership = Int(f[13]).flatMap(Ownership.init(rawValue:)) ?? .purchased
+            e.store = Int(f[14]).flatMap(Store.init(rawValue:)) ?? .appStore
+            e.subscriptionGroupID = f[15]
+            e.pendingProductID = f[16]
+        } else {
+            e.state = r > 0 ? .revoked : e.active ? .active : .expired
+        }
+        return e
     }
 }

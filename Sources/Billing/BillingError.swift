@@ -33,6 +33,15 @@ public enum BillingError: Error, Sendable, Equatable, CustomStringConvertible {
     case appStoreAPINotConfigured(feature: String)
     /// The App Store Server API did not answer, answered 5xx or rate-limited us, after every retry.
     case appStoreAPIUnavailable(detail: String)
+    /// A Family Sharing grant (or another holder's copy) was offered as payment: it grants an entitlement,
+    /// never pays an order.
+    case notPurchasedByAccount(transactionID: String)
+    /// `GetTransaction`: no transaction is recorded under that store id.
+    case transactionUnknown(transactionID: String)
+    /// A Google Play proof, and Google Play is not configured.
+    case googlePlayNotConfigured
+    /// `SignOffer` without the In-App Purchase key (or, for the JWS kinds, its issuer id).
+    case offerSigningNotConfigured(detail: String)
 
     public var description: String {
         switch self {
@@ -56,6 +65,12 @@ public enum BillingError: Error, Sendable, Equatable, CustomStringConvertible {
         case .transactionPredatesOrder(let id): "transaction \(id) was purchased, or had expired, before the order was created"
         case .orderNotPending(_, let state): "the order is \(state) and can no longer be paid"
         case .appStoreAPIUnavailable: "the App Store Server API is unavailable; retry later"
+        case .notPurchasedByAccount(let id):
+            "transaction \(id) is a Family Sharing grant: it gives the family member an entitlement (RestorePurchases), never pays an order"
+        case .transactionUnknown(let id): "no transaction is recorded under id \(id)"
+        case .googlePlayNotConfigured:
+            "Google Play proofs need --google-play-service-account and --google-play-packages, and this billingd has neither"
+        case .offerSigningNotConfigured(let d): "offer signing is not configured: \(d)"
         case .appStoreAPINotConfigured(let feature):
             "\(feature) needs the App Store Server API, and this billingd has no App Store Server API client configured"
         }

@@ -39,8 +39,26 @@ public final class InMemoryOrderStore: OrderStore {
             guard var o = state.orders[orderID], o.state == from else { return nil }
             o.state = to
             o.updateTimeMs = nowMs
+            o.refundedQuantity = to == .refunded ? o.quantity : 0
             state.orders[orderID] = o
             return o
+        }
+        func refund(orderID: String, refundedQuantity: Int, state to: OrderState, nowMs: Int64) -> Order? {
+            guard var o = state.orders[orderID], o.state == .completed || o.state == .refunded else { return nil }
+            o.state = to
+            o.refundedQuantity = refundedQuantity
+            o.updateTimeMs = nowMs
+            state.orders[orderID] = o
+            return o
+        }
+        func history(accountID: String, after: HistoryCursor?, limit: Int) -> [OwnedTransaction] {
+            let newestFirst = state.transactions.values.filter { $0.accountID == accountID }.sorted {
+                ($0.transaction.purchaseTimeMs, $0.transaction.transactionID) > ($1.transaction.purchaseTimeMs, $1.transaction.transactionID)
+            }
+            guard let after else { return Array(newestFirst.prefix(limit)) }
+            return Array(
+                newestFirst.lazy.filter { ($0.transaction.purchaseTimeMs, $0.transaction.transactionID) < (after.purchaseTimeMs, after.transactionID) }
+                    .prefix(limit))
         }
         func pendingOrders(createdBeforeMs: Int64, limit: Int) -> [String] {
             state.orders.values.filter { $0.state == .pending && $0.createTimeMs < createdBeforeMs }

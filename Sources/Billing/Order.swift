@@ -21,6 +21,12 @@ public enum StoreEnvironment: Int, Sendable, Equatable {
     case xcode = 3
 }
 
+/// The store a transaction comes from (billing.v1.Store).
+public enum Store: Int, Sendable, Equatable, CaseIterable {
+    case appStore = 1
+    case googlePlay = 2
+}
+
 /// An order: opened before a purchase, completed by exactly one store transaction.
 public struct Order: Sendable, Equatable {
     /// Lowercase canonical UUID (version 7: time-ordered, see `OrderID`).
@@ -36,12 +42,18 @@ public struct Order: Sendable, Equatable {
     /// The store transaction that completed it.
     public var transactionID: String?
     public var environment: StoreEnvironment?
+    /// Units refunded so far: prorated refunds of a consumable order; `quantity` once REFUNDED, else 0.
+    public var refundedQuantity: Int
+    /// The store of the transaction that completed it; nil while none did.
+    public var store: Store?
 
     public init(
         id: String, accountID: String, productID: String, quantity: Int, state: OrderState,
         idempotencyKey: String?, createTimeMs: Int64, updateTimeMs: Int64,
-        transactionID: String? = nil, environment: StoreEnvironment? = nil
+        transactionID: String? = nil, environment: StoreEnvironment? = nil, refundedQuantity: Int = 0, store: Store? = nil
     ) {
+        self.refundedQuantity = refundedQuantity
+        self.store = store
         self.id = id
         self.accountID = accountID
         self.productID = productID

@@ -24,6 +24,26 @@ public struct NewOrder: Sendable, Equatable {
     }
 }
 
+/// Where a page of an account's purchase history ends: the last transaction answered.
+public struct HistoryCursor: Sendable, Equatable {
+    public var purchaseTimeMs: Int64
+    public var transactionID: String
+    public init(purchaseTimeMs: Int64, transactionID: String) {
+        self.purchaseTimeMs = purchaseTimeMs
+        self.transactionID = transactionID
+    }
+}
+
+/// One transaction found by a store id, with the order it paid (when any).
+public struct TransactionLookup: Sendable, Equatable {
+    public var owned: OwnedTransaction
+    public var order: Order?
+    public init(owned: OwnedTransaction, order: Order?) {
+        self.owned = owned
+        self.order = order
+    }
+}
+
 /// Where orders live. Implementations answer on their own threads, never the caller's,
 /// and call `completion` exactly once, only after a write is durable.
 public protocol OrderStore: Sendable {
@@ -131,6 +151,31 @@ extension OrderStore {
             { ledger throws(BillingError) in
                 try ledger.entitlements(accountID: accountID).map { $0.entitlement(nowMs: nowMs) }
                     .sorted { ($0.productID, $0.originalTransactionID) < ($1.productID, $1.originalTransactionID) }
+            }, completion: completion)
+    }
+
+    /// One page of the account's purchase history (every store, consumables too), newest purchase first.
+    public func history(
+        accountID: String, after: HistoryCursor?, limit: Int,
+        completion: @escaping @Sendable (Result<[OwnedTransaction], BillingError>) -> Void
+    ) {
+        read({ ledger throws(BillingError) in try ledger.history(accountID: accountID, after: after, limit: limit) }, completion: completion)
+    }
+
+    /// A transaction by its own id or, failing that, the newest transaction (latest purchase) of the original
+    /// transaction with that id; with the order it paid. nil when neither is recorded.
+    public func lookup(transactionID: String, completion: @escaping @Sendable (Result<TransactionLookup?, BillingError>) -> Void) {
+        read(
+            { ledger throws(BillingError) in
+                var found = try ledger.owned(transactionID: transactionID)
+                if found == nil {
+                    found = try ledger.transactions(originalTransactionID: transactionID).max { a, b in
+                        (a.transaction.purchaseTimeMs, a.transaction.transactionID) < (b.transaction.purchaseTimeMs, b.transaction.transactionID)
+                    }
+                }
+                guard let found else { return nil }
+                let order = try found.orderID.flatMap { id throws(BillingError) in try ledger.order(id: id) }
+                return TransactionLookup(owned: found, order: order)
             }, completion: completion)
     }
 

@@ -1,3 +1,43 @@
+/// Who holds a purchase (billing.v1.Ownership; Apple's inAppOwnershipType).
+public enum Ownership: Int, Sendable, Equatable {
+    /// The buyer: it can pay an order.
+    case purchased = 1
+    /// A Family Sharing member: it grants an entitlement and never pays an order.
+    case familyShared = 2
+}
+
+/// How a transaction was revoked (billing.v1.RevocationType; Apple's revocationType).
+public enum RevocationType: Int, Sendable, Equatable {
+    /// Not revoked, or revoked by data that does not say how (app receipts, older signed data): a full refund.
+    case unspecified = 0
+    case refundFull = 1
+    /// Part refunded: `revocationPercentage` thousandths of a percent.
+    case refundProrated = 2
+    /// A Family Sharing grant taken back: no money moved.
+    case familyRevoke = 3
+}
+
+/// What the store signed about the money of a transaction; app receipts carry none (all empty).
+public struct PriceFacts: Sendable, Equatable {
+    /// Thousandths of the currency unit; 0 when unknown.
+    public var priceMilliunits: Int64 = 0
+    /// ISO 4217; empty when unknown.
+    public var currency = ""
+    /// ISO 3166-1 alpha-3; empty when unknown.
+    public var storefront = ""
+    public var offerID = ""
+    /// The store's offer type name (App Store: INTRODUCTORY_OFFER, PROMOTIONAL_OFFER, OFFER_CODE, WIN_BACK_OFFER).
+    public var offerType = ""
+
+    public init(priceMilliunits: Int64 = 0, currency: String = "", storefront: String = "", offerID: String = "", offerType: String = "") {
+        self.priceMilliunits = priceMilliunits
+        self.currency = currency
+        self.storefront = storefront
+        self.offerID = offerID
+        self.offerType = offerType
+    }
+}
+
 /// A store transaction as verified proof describes it (StoreKit 2 JWS or one app receipt record).
 public struct StoreTransaction: Sendable, Equatable {
     public var transactionID: String
@@ -20,6 +60,16 @@ public struct StoreTransaction: Sendable, Equatable {
     public var signedTimeMs: Int64
     /// Apple's revocationReason (0 other, 1 an issue in the app), when revoked.
     public var revocationReason: Int?
+    public var store: Store = .appStore
+    public var ownership: Ownership = .purchased
+    /// Superseded at once by an upgrade in its subscription group (Apple's isUpgraded): it never grants access
+    /// again. Once true it stays true, whatever order the signed views arrive in.
+    public var upgraded = false
+    public var revocationType: RevocationType = .unspecified
+    /// Prorated refunds: the refunded share in thousandths of a percent (33333 = 33.333%); 0 otherwise.
+    public var revocationPercentage = 0
+    public var price = PriceFacts()
+    public var subscriptionGroupID = ""
 
     public init(
         transactionID: String, originalTransactionID: String, productID: String, productKind: ProductKind?,
@@ -43,6 +93,16 @@ public struct StoreTransaction: Sendable, Equatable {
     }
 
     public var isRevoked: Bool { revocationTimeMs > 0 }
+
+    /// Revoked as a whole refund: a full refund, a prorated one of 100%, or a revocation that does not say how.
+    public var isFullyRefunded: Bool {
+        guard isRevoked else { return false }
+        switch revocationType {
+        case .unspecified, .refundFull: return true
+        case .refundProrated: return revocationPercentage >= 100_000
+        case .familyRevoke: return false
+        }
+    }
 }
 
 /// A transaction as the store keeps it: who owns it and which order it paid, if any.
@@ -72,6 +132,30 @@ public struct Entitlement: Sendable, Equatable {
     public var gracePeriodExpiresTimeMs: Int64 = 0
     public var autoRenew = false
     public var environment: StoreEnvironment?
+    public var state: EntitlementState = .active
+    public var ownership: Ownership = .purchased
+    public var store: Store = .appStore
+    public var subscriptionGroupID = ""
+    /// The product the subscription renews into when it differs from `productID` (a scheduled downgrade or
+    /// crossgrade); empty otherwise.
+    public var pendingProductID = ""
+}
+
+/// Where an entitlement stands (billing.v1.EntitlementState), as Apple's Get All Subscription Statuses says.
+public enum EntitlementState: Int, Sendable, Equatable {
+    case active = 1
+    /// A renewal failed; access continues until the grace period ends.
+    case gracePeriod = 2
+    /// A renewal failed and the store still retries; no access.
+    case billingRetry = 3
+    case expired = 4
+    /// Refunded, or a Family Sharing grant taken back.
+    case revoked = 5
+    /// Google Play: paused by the user.
+    case paused = 6
+
+    /// `active` is true exactly for these.
+    public var grantsAccess: Bool { self == .active || self == .gracePeriod }
 }
 
 /// What SubmitReceipt answers.

@@ -19,6 +19,12 @@ public protocol PurchaseLedger {
     func pendingOrders(createdBeforeMs: Int64, limit: Int) throws(BillingError) -> [String]
     /// Every transaction the account owns.
     func transactions(accountID: String) throws(BillingError) -> [OwnedTransaction]
+    /// The account's transactions newest purchase first (purchase time, then transaction id, both descending),
+    /// starting after `after` when given; at most `limit`.
+    func history(accountID: String, after: HistoryCursor?, limit: Int) throws(BillingError) -> [OwnedTransaction]
+    /// Sets how many units of an order are refunded and its state (COMPLETED or REFUNDED) together; answers
+    /// the order afterwards, or nil when it was in neither state.
+    func refund(orderID: String, refundedQuantity: Int, state: OrderState, nowMs: Int64) throws(BillingError) -> Order?
     /// Every transaction of one subscription (or one purchase), whoever owns it.
     func transactions(originalTransactionID: String) throws(BillingError) -> [OwnedTransaction]
     func entitlement(accountID: String, key: String) throws(BillingError) -> EntitlementRecord?

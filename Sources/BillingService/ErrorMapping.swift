@@ -49,6 +49,14 @@ extension BillingError {
             RPCError(code: .unavailable, message: description, reason: "APPSTORE_API_UNAVAILABLE")
         case .transactionPredatesOrder(let id):
             RPCError(code: .failedPrecondition, message: description, reason: "TRANSACTION_PREDATES_ORDER", metadata: ["transaction_id": id])
+        case .notPurchasedByAccount(let id):
+            RPCError(code: .failedPrecondition, message: description, reason: "NOT_PURCHASED_BY_ACCOUNT", metadata: ["transaction_id": id])
+        case .transactionUnknown(let id):
+            RPCError(code: .notFound, message: description, reason: "TRANSACTION_NOT_FOUND", metadata: ["transaction_id": id])
+        case .googlePlayNotConfigured:
+            RPCError(code: .failedPrecondition, message: description, reason: "GOOGLE_PLAY_NOT_CONFIGURED")
+        case .offerSigningNotConfigured:
+            RPCError(code: .failedPrecondition, message: description, reason: "OFFER_SIGNING_NOT_CONFIGURED")
         case .orderNotPending(let id, _):
             RPCError(code: .failedPrecondition, message: description, reason: "ORDER_NOT_PENDING", metadata: ["order_id": id])
         }
