@@ -1,21 +1,14 @@
 /// How App Store Server Notifications change orders and entitlements (DESIGN "After the sale"), over a ledger,
 /// in the one database transaction that also records the notification's UUID.
 public enum NotificationRules {
-    /// Types whose transaction is a purchase: with an appAccountToken naming a PENDING order, they complete it.
-    static let purchases: Set<String> = ["ONE_TIME_CHARGE", "SUBSCRIBED"]
-
-    /// The entitlement events each type with an effect writes: one fixed set per applied notification, so
-    /// that the feed holds the same events whatever order (and however often) Apple delivers them.
-    static func effects(of type: String) -> [EventKind]? {
+    /// Whether a notification reports a purchase: with an appAccountToken naming a PENDING order of its product,
+    /// it completes that order. ONE_TIME_CHARGE, SUBSCRIBED (INITIAL_BUY or RESUBSCRIBE), and OFFER_REDEEMED
+    /// when the offer was redeemed to buy (INITIAL_BUY, RESUBSCRIBE), not to change a running subscription.
+    static func isPurchase(_ type: String, _ subtype: String?) -> Bool {
         switch type {
-        case "ONE_TIME_CHARGE", "SUBSCRIBED": [.entitlementGranted]
-        case "DID_RENEW", "OFFER_REDEEMED", "RENEWAL_EXTENDED", "DID_CHANGE_RENEWAL_PREF": [.entitlementRenewed]
-        case "REFUND", "REVOKE": [.entitlementRevoked]
-        case "REFUND_REVERSED": [.entitlementReinstated]
-        case "EXPIRED", "GRACE_PERIOD_EXPIRED": [.entitlementExpired]
-        case "DID_CHANGE_RENEWAL_STATUS": [.renewalStatusChanged]
-        case "DID_FAIL_TO_RENEW": [.billingIssue]
-        default: nil
+        case "ONE_TIME_CHARGE", "SUBSCRIBED": true
+        case "OFFER_REDEEMED": subtype == "INITIAL_BUY" || subtype == "RESUBSCRIBE"
+        default: false
         }
     }
 
@@ -37,12 +30,22 @@ public enum NotificationRules {
                 uuid: n.uuid, type: n.type, subtype: n.subtype, signedTimeMs: n.signedTimeMs,
                 result: result, appliedTimeMs: nowMs, transactionID: n.transaction?.transactionID,
                 signedPayload: n.signedPayload))
-        guard n.accepted, let kinds = effects(of: n.type) else { return result }
+        // Every type is recorded; what it changes follows from the signed data it carries (a transaction, renewal
+        // info), merged newest-first, and the events from what changed. TEST, summaries, RESCIND_CONSENT and
+        // external purchase tokens carry neither: recorded, no effect.
+        guard n.accepted else { return result }
         let context = RuleContext(nowMs: nowMs, cause: .notification(n.type, uuid: n.uuid), catalog: catalog)
         let original = n.transaction?.originalTransactionID ?? n.renewal?.originalTransactionID
         guard let original else { return result }
 
-        if let r = n.renewal { try mergeRenewal(ledger, r, original: original) }
+        var renewal = n.renewal
+        if n.type == "DID_FAIL_TO_RENEW" {
+            // A failed renewal starts billing retry, whatever renewal info came with it (or none).
+            var r = renewal ?? RenewalFact(originalTransactionID: original, autoRenew: nil, gracePeriodExpiresTimeMs: nil, signedTimeMs: n.signedTimeMs)
+            if r.billingRetry == nil { r.billingRetry = true }
+            renewal = r
+        }
+        if let r = renewal { try mergeRenewal(ledger, r, original: original) }
         if n.type == "EXPIRED" || n.type == "GRACE_PERIOD_EXPIRED" {
             var state = try ledger.renewal(originalTransactionID: original) ?? RenewalState(originalTransactionID: original)
             if n.signedTimeMs > state.endedSignedTimeMs {
@@ -69,11 +72,11 @@ public enum NotificationRules {
         var subject = n.transaction
         if let t = n.transaction {
             var completed = false
-            if purchases.contains(n.type), let order = tokenOrder, order.accountID == owner, order.state == .pending,
+            if isPurchase(n.type, n.subtype), let order = tokenOrder, order.accountID == owner, order.state == .pending,
                 order.productID == t.productID
             {
                 // Paid even if the app never reported it, under SubmitReceipt's rules and unique key; a refund
-                // already known for it then refunds the order at once.
+                // already known for it then settles the order at once.
                 let check: (Order, StoreTransaction) -> BillingError? = { order, t in payable(order, t, policy) }
                 let outcome = try PurchaseRules.complete(
                     ledger, orderID: order.id, candidates: [t], check: check,
@@ -82,7 +85,7 @@ public enum NotificationRules {
                     completed = true
                     subject = done.transaction
                     if done.transaction.isRevoked {
-                        try PurchaseRules.settle(ledger, orderID: order.id, revoked: true, transactionID: t.transactionID, context: context)
+                        try PurchaseRules.settle(ledger, orderID: order.id, transaction: done.transaction, previous: nil, context: context)
                     }
                 }
             }
@@ -96,12 +99,7 @@ public enum NotificationRules {
             subject = any.transaction
         }
         if let subject, !owner.isEmpty {
-            // GRANTED or RENEWED from the notification itself (a purchase notification of the original
-            // transaction grants; any other renews), never from what arrived before it: shuffled delivery
-            // writes the same events as in-order delivery.
-            let renewal = !purchases.contains(n.type) || subject.transactionID != subject.originalTransactionID
-            let forced = kinds.map { $0 == .entitlementGranted && renewal ? EventKind.entitlementRenewed : $0 }
-            try PurchaseRules.refresh(ledger, accountID: owner, for: subject, context: context, forced: forced)
+            try PurchaseRules.refresh(ledger, accountID: owner, for: subject, context: context)
         }
         return result
     }
@@ -120,6 +118,8 @@ public enum NotificationRules {
         guard r.signedTimeMs > state.signedTimeMs else { return }
         if let auto = r.autoRenew { state.autoRenew = auto }
         state.gracePeriodExpiresTimeMs = r.gracePeriodExpiresTimeMs ?? 0
+        state.billingRetry = r.billingRetry ?? false
+        if let next = r.autoRenewProductID { state.autoRenewProductID = next }
         state.signedTimeMs = r.signedTimeMs
         try ledger.put(state)
     }

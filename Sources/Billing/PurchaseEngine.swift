@@ -130,6 +130,8 @@ public final class PurchaseEngine: Sendable {
     /// Whether `t` may pay `order`: same product and quantity, the order's account token (required of a
     /// signed transaction under `requireAccountToken`), not revoked, not stale (under `rejectStalePurchases`).
     static func check(_ order: Order, _ t: StoreTransaction, policy: Policy = Policy(), signed: Bool = false) -> BillingError? {
+        // A Family Sharing grant: the family member's copy of someone else's purchase. No money moved for it.
+        if t.ownership == .familyShared { return .notPurchasedByAccount(transactionID: t.transactionID) }
         if t.productID != order.productID { return .productMismatch(orderProduct: order.productID, proofProduct: t.productID) }
         // One payment for one unit must not complete an order for a thousand.
         if t.quantity != order.quantity { return .quantityMismatch(orderQuantity: order.quantity, proofQuantity: t.quantity) }

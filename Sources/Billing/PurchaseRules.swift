@@ -132,6 +132,7 @@ public enum PurchaseRules {
             completed.state = .completed
             completed.transactionID = current.transactionID
             completed.environment = current.environment
+            completed.store = current.store
             completed.updateTimeMs = context.nowMs
             try ledger.complete(completed)
             try ledger.append(
@@ -254,38 +255,84 @@ public enum PurchaseRules {
     }
 
     /// Stores a newer signed view of a known transaction (newest signedDate wins; on equal dates what is
-    /// stored stays). A revocation refunds the order it paid; a reversal completes it again.
+    /// stored stays). `upgraded` is sticky: once any view says so, it stays, whatever order they arrive in.
+    /// A change of the revocation settles the order the transaction paid (`settle`).
     static func merge(
         _ ledger: some PurchaseLedger, _ t: StoreTransaction, into owned: OwnedTransaction,
         context: RuleContext
     ) throws(BillingError) -> OwnedTransaction {
-        guard t.signedTimeMs > owned.transaction.signedTimeMs else { return owned }
-        var next = owned.transaction
-        next.expiresTimeMs = t.expiresTimeMs
-        next.revocationTimeMs = t.revocationTimeMs
-        next.revocationReason = t.revocationReason
-        next.signedTimeMs = t.signedTimeMs
+        let old = owned.transaction
+        var next = old
+        if t.signedTimeMs > old.signedTimeMs {
+            next.expiresTimeMs = t.expiresTimeMs
+            next.revocationTimeMs = t.revocationTimeMs
+            next.revocationReason = t.revocationReason
+            next.revocationType = t.revocationType
+            next.revocationPercentage = t.revocationPercentage
+            next.signedTimeMs = t.signedTimeMs
+        }
+        next.upgraded = old.upgraded || t.upgraded
+        guard next != old else { return owned }
         var merged = owned
         merged.transaction = next
         try ledger.update(next)
-        if let orderID = owned.orderID, owned.transaction.isRevoked != next.isRevoked {
-            try settle(ledger, orderID: orderID, revoked: next.isRevoked, transactionID: next.transactionID, context: context)
+        let refundChanged =
+            old.isRevoked != next.isRevoked || old.revocationType != next.revocationType
+            || old.revocationPercentage != next.revocationPercentage
+        if let orderID = owned.orderID, refundChanged {
+            try settle(ledger, orderID: orderID, transaction: next, previous: old, context: context)
         }
         return merged
     }
 
-    /// The order a transaction paid follows its revocation: COMPLETED -> REFUNDED, or back on a reversal.
+    /// The order a transaction paid follows the transaction's revocation (DESIGN "Subscriptions as the stores
+    /// model them", refunds):
+    /// - a full refund (REFUND_FULL, a prorated one of 100%, or a revocation that does not say how): REFUNDED,
+    ///   every unit refunded (ORDER_REFUNDED);
+    /// - REFUND_PRORATED of a consumable order of n units: round(n * percentage / 100000) units, at least 1,
+    ///   REFUNDED when that is all n (ORDER_REFUNDED), else COMPLETED with `refundedQuantity` (ORDER_PARTIALLY_REFUNDED);
+    ///   of anything else: COMPLETED, ORDER_PARTIALLY_REFUNDED (the transaction's percentage says how much);
+    /// - FAMILY_REVOKE: nothing (no money moved);
+    /// - not revoked any more (a reversal): COMPLETED, nothing refunded (ORDER_COMPLETED).
+    /// Writes an event only when the order changed (or a prorated refund of a non-consumable is new).
     static func settle(
-        _ ledger: some PurchaseLedger, orderID: String, revoked: Bool, transactionID: String,
+        _ ledger: some PurchaseLedger, orderID: String, transaction t: StoreTransaction, previous: StoreTransaction?,
         context: RuleContext
     ) throws(BillingError) {
-        let (from, to, kind): (OrderState, OrderState, EventKind) =
-            revoked ? (.completed, .refunded, .orderRefunded) : (.refunded, .completed, .orderCompleted)
-        guard let order = try ledger.move(orderID: orderID, from: from, to: to, nowMs: context.nowMs) else { return }
+        guard t.revocationType != .familyRevoke || !t.isRevoked else { return }
+        guard let order = try ledger.order(id: orderID), order.state == .completed || order.state == .refunded else { return }
+        let target: (state: OrderState, refunded: Int, kind: EventKind)
+        if !t.isRevoked {
+            target = (.completed, 0, .orderCompleted)
+        } else if t.isFullyRefunded {
+            target = (.refunded, order.quantity, .orderRefunded)
+        } else if kind(of: t, catalog: context.catalog) == .consumable {
+            let n = order.quantity
+            let units = min(n, max(1, (n * min(max(t.revocationPercentage, 0), 100_000) + 50_000) / 100_000))
+            target = units == n ? (.refunded, n, .orderRefunded) : (.completed, units, .orderPartiallyRefunded)
+        } else {
+            target = (.completed, 0, .orderPartiallyRefunded)
+        }
+        let unchanged = order.state == target.state && order.refundedQuantity == target.refunded
+        if unchanged {
+            // A prorated refund of a subscription or non-consumable leaves the order as it is; it is reported once.
+            let newPartial =
+                target.kind == .orderPartiallyRefunded
+                && (previous.map { !$0.isRevoked || $0.revocationPercentage != t.revocationPercentage || $0.revocationType != t.revocationType }
+                    ?? true)
+            guard newPartial else { return }
+            try ledger.append(
+                EventRecord(
+                    kind: .orderPartiallyRefunded, timeMs: context.nowMs, accountID: order.accountID, order: order,
+                    cause: context.cause, transactionID: t.transactionID))
+            return
+        }
+        guard let moved = try ledger.refund(orderID: orderID, refundedQuantity: target.refunded, state: target.state, nowMs: context.nowMs)
+        else { return }
         try ledger.append(
             EventRecord(
-                kind: kind, timeMs: context.nowMs, accountID: order.accountID, order: order,
-                cause: context.cause, transactionID: transactionID))
+                kind: target.kind, timeMs: context.nowMs, accountID: moved.accountID, order: moved,
+                cause: context.cause, transactionID: t.transactionID))
     }
 
     /// Records a verified transaction: new ones are inserted (owned by `owner`, possibly nobody), known ones
@@ -381,15 +428,21 @@ public enum PurchaseRules {
         if kind == .nonRenewingSubscription, expires == 0, let days = context.catalog?.product(lt.productID)?.durationDays {
             expires = lt.purchaseTimeMs + Int64(days) * 86_400_000
         }
+        // The renewal info speaks for the period after the current transaction only when it was signed after it.
+        let renewalIsCurrent = renewal.map { $0.signedTimeMs >= lt.signedTimeMs } ?? false
+        let next = renewal?.autoRenewProductID ?? ""
         let record = EntitlementRecord(
             accountID: accountID, key: key, productID: lt.productID, productKind: kind, originalTransactionID: lt.originalTransactionID,
             latestTransactionID: lt.transactionID, purchaseTimeMs: lt.purchaseTimeMs, expiresTimeMs: expires,
             revocationTimeMs: lt.revocationTimeMs, gracePeriodExpiresTimeMs: renewal?.gracePeriodExpiresTimeMs ?? 0,
             autoRenew: renewal?.autoRenew ?? true, environment: lt.environment,
             orderID: latest.orderID ?? all.first(where: { $0.orderID != nil })?.orderID,
-            ended: renewal.map { $0.endedSignedTimeMs > 0 && $0.endedSignedTimeMs >= lt.signedTimeMs } ?? false)
+            ended: renewal.map { $0.endedSignedTimeMs > 0 && $0.endedSignedTimeMs >= lt.signedTimeMs } ?? false,
+            upgraded: lt.upgraded, billingRetry: renewalIsCurrent && renewal?.billingRetry == true, ownership: lt.ownership,
+            store: lt.store, subscriptionGroupID: lt.subscriptionGroupID.isEmpty ? (all.first { !$0.transaction.subscriptionGroupID.isEmpty }?.transaction.subscriptionGroupID ?? "") : lt.subscriptionGroupID,
+            pendingProductID: !next.isEmpty && next != lt.productID && !lt.upgraded ? next : "")
         if record != old { try ledger.put(record) }
-        let kinds = forced ?? changes(from: old, to: record, transferred: transferred)
+        let kinds = forced ?? changes(from: old, to: record, transferred: transferred, nowMs: context.nowMs)
         let snapshot = record.entitlement(nowMs: context.nowMs)
         for k in kinds {
             var order: Order?
@@ -402,36 +455,52 @@ public enum PurchaseRules {
         return record
     }
 
-    /// The transaction an entitlement shows: for a non-consumable the newest purchase not revoked (else the
-    /// newest); for a subscription the one reaching furthest.
+    /// The transaction an entitlement shows. A non-consumable: the newest purchase not revoked (one the account
+    /// bought before a Family Sharing grant), else the newest. A subscription: the one purchased last (Apple's
+    /// lastTransaction: renewals, resubscribes, upgrades and crossgrades each replace it, a late older one never
+    /// does), leaving out transactions an upgrade superseded unless nothing else is known.
     static func pickLatest(_ all: [OwnedTransaction], kind: ProductKind, catalog: Catalog?) -> OwnedTransaction {
         if kind == .nonConsumable {
             return all.max { a, b in
-                (a.transaction.isRevoked ? 0 : 1, a.transaction.purchaseTimeMs, a.transaction.transactionID)
-                    < (b.transaction.isRevoked ? 0 : 1, b.transaction.purchaseTimeMs, b.transaction.transactionID)
+                (a.transaction.isRevoked ? 0 : 1, a.transaction.ownership == .purchased ? 1 : 0, a.transaction.purchaseTimeMs, a.transaction.transactionID)
+                    < (b.transaction.isRevoked ? 0 : 1, b.transaction.ownership == .purchased ? 1 : 0, b.transaction.purchaseTimeMs, b.transaction.transactionID)
             }!
         }
-        return all.max { a, b in
-            (a.transaction.expiresTimeMs, a.transaction.purchaseTimeMs, a.transaction.transactionID)
-                < (b.transaction.expiresTimeMs, b.transaction.purchaseTimeMs, b.transaction.transactionID)
+        let current = all.filter { !$0.transaction.upgraded }
+        return (current.isEmpty ? all : current).max { a, b in
+            (a.transaction.purchaseTimeMs, a.transaction.transactionID) < (b.transaction.purchaseTimeMs, b.transaction.transactionID)
         }!
     }
 
-    /// The events a change from `old` to `new` means, for changes that a proof or a restore made.
-    static func changes(from old: EntitlementRecord?, to new: EntitlementRecord, transferred: Bool) -> [EventKind] {
+    /// The events a change from `old` to `new` means: each says what changed, and its snapshot (taken at
+    /// `nowMs`) agrees with it. GRANTED once per account and entitlement (a first sight that grants no access
+    /// is REVOKED or EXPIRED instead); RENEWED only when the expiry moved forward; PRODUCT_CHANGED when the
+    /// product the customer has changed (an upgrade or crossgrade, or a scheduled downgrade renewing);
+    /// RENEWAL_PRODUCT_CHANGED when the product of the next renewal changed; BILLING_ISSUE when a renewal
+    /// failed (billing retry began, or a grace period was set or moved). Nothing when nothing changed.
+    static func changes(from old: EntitlementRecord?, to new: EntitlementRecord, transferred: Bool, nowMs: Int64) -> [EventKind] {
         guard let old else {
             if new.revocationTimeMs > 0 { return [.entitlementRevoked] }
-            return [transferred ? .entitlementTransferred : .entitlementGranted]
+            if transferred { return [.entitlementTransferred] }
+            return [new.isActive(nowMs: nowMs) ? .entitlementGranted : .entitlementExpired]
         }
         var kinds: [EventKind] = []
         if transferred { kinds.append(.entitlementTransferred) }
         if (old.revocationTimeMs > 0) != (new.revocationTimeMs > 0) {
             kinds.append(new.revocationTimeMs > 0 ? .entitlementRevoked : .entitlementReinstated)
-        } else if old.latestTransactionID != new.latestTransactionID && new.expiresTimeMs > old.expiresTimeMs {
-            kinds.append(.entitlementRenewed)
         }
-        if !old.ended && new.ended { kinds.append(.entitlementExpired) }
+        if old.productID != new.productID { kinds.append(.entitlementProductChanged) }
+        if new.expiresTimeMs > old.expiresTimeMs && new.revocationTimeMs == 0 && !new.upgraded { kinds.append(.entitlementRenewed) }
+        if (!old.ended && new.ended) || (!old.upgraded && new.upgraded && old.productID == new.productID) {
+            if new.revocationTimeMs == 0 { kinds.append(.entitlementExpired) }
+        }
         if old.autoRenew != new.autoRenew { kinds.append(.renewalStatusChanged) }
+        if old.pendingProductID != new.pendingProductID && !(new.pendingProductID.isEmpty && old.pendingProductID == new.productID) {
+            kinds.append(.renewalProductChanged)
+        }
+        if (!old.billingRetry && new.billingRetry) || (new.gracePeriodExpiresTimeMs > old.gracePeriodExpiresTimeMs && new.gracePeriodExpiresTimeMs > 0) {
+            kinds.append(.billingIssue)
+        }
         return kinds
     }
 

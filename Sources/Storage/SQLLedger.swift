@@ -40,11 +40,14 @@ struct SQLLedger<DB: SQLExecutor>: PurchaseLedger {
 
     static var columns: String {
         "transaction_id, original_transaction_id, account_id, order_id, product_id, product_kind, purchase_time_ms, expires_time_ms, "
-            + "revocation_time_ms, quantity, environment, app_account_token, bundle_id, signed_time_ms, revocation_reason"
+            + "revocation_time_ms, quantity, environment, app_account_token, bundle_id, signed_time_ms, revocation_reason, "
+            + "store, ownership, upgraded, revocation_type, revocation_percentage, price_milliunits, currency, storefront, offer_id, "
+            + "offer_type, subscription_group_id"
     }
     static var entitlementColumns: String {
         "account_id, entitlement_key, product_id, product_kind, original_transaction_id, latest_transaction_id, "
-            + "purchase_time_ms, expires_time_ms, revocation_time_ms, grace_period_expires_ms, auto_renew, environment, order_id, ended"
+            + "purchase_time_ms, expires_time_ms, revocation_time_ms, grace_period_expires_ms, auto_renew, environment, order_id, ended, "
+            + "upgraded, billing_retry, ownership, store, subscription_group_id, pending_product_id"
     }
     static var eventColumns: String {
         "feed_cursor, event_type, time_ms, account_id, cause, notification_uuid, transaction_id, order_snapshot, entitlement_snapshot"
@@ -86,16 +89,22 @@ struct SQLLedger<DB: SQLExecutor>: PurchaseLedger {
         let t = o.transaction
         try run { () throws(StorageError) in
             try db.update(
-                "INSERT INTO transactions (\(Self.columns)) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15)",
+                "INSERT INTO transactions (\(Self.columns)) VALUES (\(Self.placeholders(26)))",
                 [
                     .text(t.transactionID), .text(t.originalTransactionID), .text(o.accountID), o.orderID.map { .text($0) } ?? .null,
                     .text(t.productID), t.productKind.map { .text($0.rawValue) } ?? .null, .int(t.purchaseTimeMs), .int(t.expiresTimeMs),
                     .int(t.revocationTimeMs), .int(Int64(t.quantity)), .int(Int64(t.environment.rawValue)),
                     t.appAccountToken.map { .text($0) } ?? .null, .text(t.bundleID), .int(t.signedTimeMs),
-                    t.revocationReason.map { .int(Int64($0)) } ?? .null,
+                    t.revocationReason.map { .int(Int64($0)) } ?? .null, .int(Int64(t.store.rawValue)), .int(Int64(t.ownership.rawValue)),
+                    .int(t.upgraded ? 1 : 0), .int(Int64(t.revocationType.rawValue)), .int(Int64(t.revocationPercentage)),
+                    .int(t.price.priceMilliunits), .text(t.price.currency), .text(t.price.storefront), .text(t.price.offerID),
+                    .text(t.price.offerType), .text(t.subscriptionGroupID),
                 ])
         }
     }
+
+    /// `$1, $2, ... $n`.
+    static func placeholders(_ n: Int) -> String { (1...n).map { "$\($0)" }.joined(separator: ", ") }
 
     func reassign(transactionID: String, accountID: String, orderID: String?) throws(BillingError) {
         try run { () throws(StorageError) in
@@ -114,10 +123,12 @@ struct SQLLedger<DB: SQLExecutor>: PurchaseLedger {
     func update(_ t: StoreTransaction) throws(BillingError) {
         try run { () throws(StorageError) in
             try db.update(
-                "UPDATE transactions SET expires_time_ms = $1, revocation_time_ms = $2, revocation_reason = $3, signed_time_ms = $4 WHERE transaction_id = $5",
+                "UPDATE transactions SET expires_time_ms = $1, revocation_time_ms = $2, revocation_reason = $3, signed_time_ms = $4, "
+                    + "upgraded = $5, revocation_type = $6, revocation_percentage = $7 WHERE transaction_id = $8",
                 [
                     .int(t.expiresTimeMs), .int(t.revocationTimeMs), t.revocationReason.map { .int(Int64($0)) } ?? .null,
-                    .int(t.signedTimeMs), .text(t.transactionID),
+                    .int(t.signedTimeMs), .int(t.upgraded ? 1 : 0), .int(Int64(t.revocationType.rawValue)),
+                    .int(Int64(t.revocationPercentage)), .text(t.transactionID),
                 ])
         }
     }
@@ -125,11 +136,11 @@ struct SQLLedger<DB: SQLExecutor>: PurchaseLedger {
     func complete(_ order: Order) throws(BillingError) {
         let changed = try run { () throws(StorageError) -> Int in
             try db.update(
-                "UPDATE orders SET state = $1, transaction_id = $2, environment = $3, update_time_ms = $4 WHERE order_id = $5 AND state = $6",
+                "UPDATE orders SET state = $1, transaction_id = $2, environment = $3, update_time_ms = $4, store = $5 WHERE order_id = $6 AND state = $7",
                 [
                     .int(Int64(OrderState.completed.rawValue)), order.transactionID.map { .text($0) } ?? .null,
                     order.environment.map { .int(Int64($0.rawValue)) } ?? .null, .int(order.updateTimeMs),
-                    .text(order.id), .int(Int64(OrderState.pending.rawValue)),
+                    order.store.map { .int(Int64($0.rawValue)) } ?? .null, .text(order.id), .int(Int64(OrderState.pending.rawValue)),
                 ])
         }
         // Another writer changed the order after our read (a replica completed it, or expiry ran):
@@ -145,12 +156,42 @@ struct SQLLedger<DB: SQLExecutor>: PurchaseLedger {
     func move(orderID: String, from: OrderState, to: OrderState, nowMs: Int64) throws(BillingError) -> Order? {
         let changed = try run { () throws(StorageError) -> Int in
             try db.update(
-                "UPDATE orders SET state = $1, update_time_ms = $2 WHERE order_id = $3 AND state = $4",
-                [.int(Int64(to.rawValue)), .int(nowMs), .text(orderID), .int(Int64(from.rawValue))])
+                "UPDATE orders SET state = $1, update_time_ms = $2, refunded_quantity = CASE WHEN $3 = 1 THEN quantity ELSE 0 END "
+                    + "WHERE order_id = $4 AND state = $5",
+                [.int(Int64(to.rawValue)), .int(nowMs), .int(to == .refunded ? 1 : 0), .text(orderID), .int(Int64(from.rawValue))])
         }
         guard changed == 1, let moved = try order(id: orderID) else { return nil }
         log?.orders.append(moved)
         return moved
+    }
+
+    func refund(orderID: String, refundedQuantity: Int, state: OrderState, nowMs: Int64) throws(BillingError) -> Order? {
+        let changed = try run { () throws(StorageError) -> Int in
+            try db.update(
+                "UPDATE orders SET state = $1, refunded_quantity = $2, update_time_ms = $3 WHERE order_id = $4 AND state IN ($5, $6)",
+                [
+                    .int(Int64(state.rawValue)), .int(Int64(refundedQuantity)), .int(nowMs), .text(orderID),
+                    .int(Int64(OrderState.completed.rawValue)), .int(Int64(OrderState.refunded.rawValue)),
+                ])
+        }
+        guard changed == 1, let moved = try order(id: orderID) else { return nil }
+        log?.orders.append(moved)
+        return moved
+    }
+
+    func history(accountID: String, after: HistoryCursor?, limit: Int) throws(BillingError) -> [OwnedTransaction] {
+        try run { () throws(StorageError) in
+            guard let after else {
+                return try db.query(
+                    "SELECT \(Self.columns) FROM transactions WHERE account_id = $1 ORDER BY purchase_time_ms DESC, transaction_id DESC LIMIT $2",
+                    [.text(accountID), .int(Int64(limit))], { Self.decode($0) })
+            }
+            return try db.query(
+                "SELECT \(Self.columns) FROM transactions WHERE account_id = $1 AND (purchase_time_ms < $2 OR (purchase_time_ms = $3 AND transaction_id < $4)) "
+                    + "ORDER BY purchase_time_ms DESC, transaction_id DESC LIMIT $5",
+                [.text(accountID), .int(after.purchaseTimeMs), .int(after.purchaseTimeMs), .text(after.transactionID), .int(Int64(limit))],
+                { Self.decode($0) })
+        }
     }
 
     func pendingOrders(createdBeforeMs cutoffMs: Int64, limit: Int) throws(BillingError) -> [String] {
@@ -198,12 +239,13 @@ struct SQLLedger<DB: SQLExecutor>: PurchaseLedger {
         try run { () throws(StorageError) in
             try db.update("DELETE FROM entitlements WHERE account_id = $1 AND entitlement_key = $2", [.text(e.accountID), .text(e.key)])
             try db.update(
-                "INSERT INTO entitlements (\(Self.entitlementColumns)) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14)",
+                "INSERT INTO entitlements (\(Self.entitlementColumns)) VALUES (\(Self.placeholders(20)))",
                 [
                     .text(e.accountID), .text(e.key), .text(e.productID), .text(e.productKind.rawValue), .text(e.originalTransactionID),
                     .text(e.latestTransactionID), .int(e.purchaseTimeMs), .int(e.expiresTimeMs), .int(e.revocationTimeMs),
                     .int(e.gracePeriodExpiresTimeMs), .int(e.autoRenew ? 1 : 0), .int(Int64(e.environment.rawValue)),
-                    e.orderID.map { .text($0) } ?? .null, .int(e.ended ? 1 : 0),
+                    e.orderID.map { .text($0) } ?? .null, .int(e.ended ? 1 : 0), .int(e.upgraded ? 1 : 0), .int(e.billingRetry ? 1 : 0),
+                    .int(Int64(e.ownership.rawValue)), .int(Int64(e.store.rawValue)), .text(e.subscriptionGroupID), .text(e.pendingProductID),
                 ])
         }
     }
@@ -217,13 +259,13 @@ struct SQLLedger<DB: SQLExecutor>: PurchaseLedger {
     func renewal(originalTransactionID: String) throws(BillingError) -> RenewalState? {
         try run { () throws(StorageError) in
             try db.query(
-                "SELECT original_transaction_id, auto_renew, grace_period_expires_ms, signed_time_ms, ended_signed_time_ms FROM renewals WHERE original_transaction_id = $1"
-                    + forUpdate,
+                "SELECT original_transaction_id, auto_renew, grace_period_expires_ms, signed_time_ms, ended_signed_time_ms, billing_retry, "
+                    + "auto_renew_product_id FROM renewals WHERE original_transaction_id = $1" + forUpdate,
                 [.text(originalTransactionID)],
                 { r in
                     RenewalState(
                         originalTransactionID: r.text(0), autoRenew: r.int(1) != 0, gracePeriodExpiresTimeMs: r.int64(2),
-                        signedTimeMs: r.int64(3), endedSignedTimeMs: r.int64(4))
+                        signedTimeMs: r.int64(3), endedSignedTimeMs: r.int64(4), billingRetry: r.int(5) != 0, autoRenewProductID: r.text(6))
                 }
             ).first
         }
@@ -233,10 +275,11 @@ struct SQLLedger<DB: SQLExecutor>: PurchaseLedger {
         try run { () throws(StorageError) in
             try db.update("DELETE FROM renewals WHERE original_transaction_id = $1", [.text(r.originalTransactionID)])
             try db.update(
-                "INSERT INTO renewals (original_transaction_id, auto_renew, grace_period_expires_ms, signed_time_ms, ended_signed_time_ms) VALUES ($1, $2, $3, $4, $5)",
+                "INSERT INTO renewals (original_transaction_id, auto_renew, grace_period_expires_ms, signed_time_ms, ended_signed_time_ms, "
+                    + "billing_retry, auto_renew_product_id) VALUES ($1, $2, $3, $4, $5, $6, $7)",
                 [
                     .text(r.originalTransactionID), .int(r.autoRenew ? 1 : 0), .int(r.gracePeriodExpiresTimeMs), .int(r.signedTimeMs),
-                    .int(r.endedSignedTimeMs),
+                    .int(r.endedSignedTimeMs), .int(r.billingRetry ? 1 : 0), .text(r.autoRenewProductID),
                 ])
         }
     }
@@ -365,6 +408,17 @@ struct SQLLedger<DB: SQLExecutor>: PurchaseLedger {
         }
     }
 
+    /// After an upgrade from before schema step 7: every entitlement recomputed with the subscription model
+    /// (the current transaction is the one purchased last; upgraded ones grant nothing), without events.
+    func recomputeEntitlements() throws(StorageError) {
+        do throws(BillingError) {
+            _ = try PurchaseRules.backfillEntitlements(
+                self, context: RuleContext(nowMs: SystemClock().nowMilliseconds(), cause: .restorePurchases, catalog: nil))
+        } catch {
+            throw lastError?.error ?? StorageError(code: 0, message: "entitlement recompute: \(error)")
+        }
+    }
+
     func lastCursor() throws(BillingError) -> UInt64 {
         try run { () throws(StorageError) in
             UInt64(max(0, try db.query("SELECT COALESCE(MAX(feed_cursor), 0) FROM events", [], { $0.int64(0) }).first ?? 0))
@@ -378,7 +432,15 @@ struct SQLLedger<DB: SQLExecutor>: PurchaseLedger {
             expiresTimeMs: r.int64(7), revocationTimeMs: r.int64(8), quantity: r.int(9),
             environment: StoreEnvironment(rawValue: r.int(10)) ?? .production, appAccountToken: r.optionalText(11), bundleID: r.text(12),
             signedTimeMs: r.int64(13), revocationReason: r.isNull(14) ? nil : r.int(14))
-        return OwnedTransaction(transaction: t, accountID: r.text(2), orderID: r.optionalText(3))
+        var x = t
+        x.store = Store(rawValue: r.int(15)) ?? .appStore
+        x.ownership = Ownership(rawValue: r.int(16)) ?? .purchased
+        x.upgraded = r.int(17) != 0
+        x.revocationType = RevocationType(rawValue: r.int(18)) ?? .unspecified
+        x.revocationPercentage = r.int(19)
+        x.price = PriceFacts(priceMilliunits: r.int64(20), currency: r.text(21), storefront: r.text(22), offerID: r.text(23), offerType: r.text(24))
+        x.subscriptionGroupID = r.text(25)
+        return OwnedTransaction(transaction: x, accountID: r.text(2), orderID: r.optionalText(3))
     }
 
     static func decodeEntitlement(_ r: some RowReader) -> EntitlementRecord? {
@@ -387,7 +449,9 @@ struct SQLLedger<DB: SQLExecutor>: PurchaseLedger {
             accountID: r.text(0), key: r.text(1), productID: r.text(2), productKind: kind, originalTransactionID: r.text(4),
             latestTransactionID: r.text(5), purchaseTimeMs: r.int64(6), expiresTimeMs: r.int64(7), revocationTimeMs: r.int64(8),
             gracePeriodExpiresTimeMs: r.int64(9), autoRenew: r.int(10) != 0, environment: StoreEnvironment(rawValue: r.int(11)) ?? .production,
-            orderID: r.optionalText(12), ended: r.int(13) != 0)
+            orderID: r.optionalText(12), ended: r.int(13) != 0, upgraded: r.int(14) != 0, billingRetry: r.int(15) != 0,
+            ownership: Ownership(rawValue: r.int(16)) ?? .purchased, store: Store(rawValue: r.int(17)) ?? .appStore,
+            subscriptionGroupID: r.text(18), pendingProductID: r.text(19))
     }
 
     static func decodeEvent(_ r: some RowReader) -> EventRecord {

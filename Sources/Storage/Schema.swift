@@ -158,6 +158,38 @@ enum Schema {
             // 6: the feed's cursor indexes hold numbered events only (see `partialFeedIndexes`). On a large events
             // table this rebuilds two indexes once, at the first start of this version.
             dialect.partialFeedIndexes,
+            // 7: the subscription model. Orders keep how many units were refunded and the store that paid them;
+            // transactions keep what the store signed (ownership, upgrade, how they were revoked, price, offer,
+            // subscription group); entitlements and renewals the subscription's state inputs. Existing rows:
+            // ownership PURCHASED, App Store, prices unknown; their entitlements are recomputed after this step.
+            // The history index (account, newest purchase first) replaces the account index it starts with.
+            """
+            ALTER TABLE orders ADD COLUMN refunded_quantity INTEGER NOT NULL DEFAULT 0;
+            ALTER TABLE orders ADD COLUMN store INTEGER;
+            UPDATE orders SET refunded_quantity = quantity WHERE state = 3;
+            UPDATE orders SET store = 1 WHERE transaction_id IS NOT NULL;
+            ALTER TABLE transactions ADD COLUMN store INTEGER NOT NULL DEFAULT 1;
+            ALTER TABLE transactions ADD COLUMN ownership INTEGER NOT NULL DEFAULT 1;
+            ALTER TABLE transactions ADD COLUMN upgraded INTEGER NOT NULL DEFAULT 0;
+            ALTER TABLE transactions ADD COLUMN revocation_type INTEGER NOT NULL DEFAULT 0;
+            ALTER TABLE transactions ADD COLUMN revocation_percentage INTEGER NOT NULL DEFAULT 0;
+            ALTER TABLE transactions ADD COLUMN price_milliunits \(ms) NOT NULL DEFAULT 0;
+            ALTER TABLE transactions ADD COLUMN currency TEXT NOT NULL DEFAULT '';
+            ALTER TABLE transactions ADD COLUMN storefront TEXT NOT NULL DEFAULT '';
+            ALTER TABLE transactions ADD COLUMN offer_id TEXT NOT NULL DEFAULT '';
+            ALTER TABLE transactions ADD COLUMN offer_type TEXT NOT NULL DEFAULT '';
+            ALTER TABLE transactions ADD COLUMN subscription_group_id TEXT NOT NULL DEFAULT '';
+            CREATE INDEX transactions_history ON transactions (account_id, purchase_time_ms DESC, transaction_id DESC);
+            DROP INDEX transactions_account;
+            ALTER TABLE entitlements ADD COLUMN upgraded INTEGER NOT NULL DEFAULT 0;
+            ALTER TABLE entitlements ADD COLUMN billing_retry INTEGER NOT NULL DEFAULT 0;
+            ALTER TABLE entitlements ADD COLUMN ownership INTEGER NOT NULL DEFAULT 1;
+            ALTER TABLE entitlements ADD COLUMN store INTEGER NOT NULL DEFAULT 1;
+            ALTER TABLE entitlements ADD COLUMN subscription_group_id TEXT NOT NULL DEFAULT '';
+            ALTER TABLE entitlements ADD COLUMN pending_product_id TEXT NOT NULL DEFAULT '';
+            ALTER TABLE renewals ADD COLUMN billing_retry INTEGER NOT NULL DEFAULT 0;
+            ALTER TABLE renewals ADD COLUMN auto_renew_product_id TEXT NOT NULL DEFAULT '';
+            """,
         ]
     }
 }
