@@ -126,15 +126,17 @@ public struct EntitlementRecord: Sendable, Equatable {
     }
 
     /// Where it stands at `nowMs`: REVOKED when its current transaction is revoked; a non-consumable is ACTIVE
-    /// otherwise; a subscription is ACTIVE until its expiry, then GRACE_PERIOD until the grace period ends,
-    /// then BILLING_RETRY while the store retries, else EXPIRED (at once when the store said it ended, or when
-    /// an upgrade superseded its transaction).
+    /// otherwise; a subscription whose transaction an upgrade superseded is EXPIRED; else ACTIVE until its
+    /// expiry, then GRACE_PERIOD until the grace period ends, then BILLING_RETRY while the store retries, else
+    /// EXPIRED. When the store said it ended (EXPIRED, GRACE_PERIOD_EXPIRED), only the last two remain.
     public func state(nowMs: Int64) -> EntitlementState {
         if revocationTimeMs > 0 { return .revoked }
         guard productKind == .autoRenewableSubscription || productKind == .nonRenewingSubscription else { return .active }
-        if ended || upgraded { return .expired }
-        if expiresTimeMs == 0 || expiresTimeMs > nowMs { return .active }
-        if gracePeriodExpiresTimeMs > nowMs { return .gracePeriod }
+        if upgraded { return .expired }
+        if !ended {
+            if expiresTimeMs == 0 || expiresTimeMs > nowMs { return .active }
+            if gracePeriodExpiresTimeMs > nowMs { return .gracePeriod }
+        }
         if billingRetry && productKind == .autoRenewableSubscription { return .billingRetry }
         return .expired
     }

@@ -439,7 +439,8 @@ public enum PurchaseRules {
             orderID: latest.orderID ?? all.first(where: { $0.orderID != nil })?.orderID,
             ended: renewal.map { $0.endedSignedTimeMs > 0 && $0.endedSignedTimeMs >= lt.signedTimeMs } ?? false,
             upgraded: lt.upgraded, billingRetry: renewalIsCurrent && renewal?.billingRetry == true, ownership: lt.ownership,
-            store: lt.store, subscriptionGroupID: lt.subscriptionGroupID.isEmpty ? (all.first { !$0.transaction.subscriptionGroupID.isEmpty }?.transaction.subscriptionGroupID ?? "") : lt.subscriptionGroupID,
+            store: lt.store,
+            subscriptionGroupID: all.lazy.map(\.transaction.subscriptionGroupID).first { !$0.isEmpty } ?? "",
             pendingProductID: !next.isEmpty && next != lt.productID && !lt.upgraded ? next : "")
         if record != old { try ledger.put(record) }
         let kinds = forced ?? changes(from: old, to: record, transferred: transferred, nowMs: context.nowMs)
@@ -461,10 +462,11 @@ public enum PurchaseRules {
     /// does), leaving out transactions an upgrade superseded unless nothing else is known.
     static func pickLatest(_ all: [OwnedTransaction], kind: ProductKind, catalog: Catalog?) -> OwnedTransaction {
         if kind == .nonConsumable {
-            return all.max { a, b in
-                (a.transaction.isRevoked ? 0 : 1, a.transaction.ownership == .purchased ? 1 : 0, a.transaction.purchaseTimeMs, a.transaction.transactionID)
-                    < (b.transaction.isRevoked ? 0 : 1, b.transaction.ownership == .purchased ? 1 : 0, b.transaction.purchaseTimeMs, b.transaction.transactionID)
-            }!
+            func rank(_ o: OwnedTransaction) -> (Int, Int, Int64, String) {
+                let t = o.transaction
+                return (t.isRevoked ? 0 : 1, t.ownership == .purchased ? 1 : 0, t.purchaseTimeMs, t.transactionID)
+            }
+            return all.max { rank($0) < rank($1) }!
         }
         let current = all.filter { !$0.transaction.upgraded }
         return (current.isEmpty ? all : current).max { a, b in
