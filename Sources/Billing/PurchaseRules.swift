@@ -459,7 +459,8 @@ public enum PurchaseRules {
     /// The transaction an entitlement shows. A non-consumable: the newest purchase not revoked (one the account
     /// bought before a Family Sharing grant), else the newest. A subscription: the one purchased last (Apple's
     /// lastTransaction: renewals, resubscribes, upgrades and crossgrades each replace it, a late older one never
-    /// does), leaving out transactions an upgrade superseded unless nothing else is known.
+    /// does). An upgrade's transaction is purchased after the one it supersedes, so it wins once known; until
+    /// then the superseded one is current and, being `upgraded`, grants nothing (never an older renewal instead).
     static func pickLatest(_ all: [OwnedTransaction], kind: ProductKind, catalog: Catalog?) -> OwnedTransaction {
         if kind == .nonConsumable {
             func rank(_ o: OwnedTransaction) -> (Int, Int, Int64, String) {
@@ -468,8 +469,7 @@ public enum PurchaseRules {
             }
             return all.max { rank($0) < rank($1) }!
         }
-        let current = all.filter { !$0.transaction.upgraded }
-        return (current.isEmpty ? all : current).max { a, b in
+        return all.max { a, b in
             (a.transaction.purchaseTimeMs, a.transaction.transactionID) < (b.transaction.purchaseTimeMs, b.transaction.transactionID)
         }!
     }
