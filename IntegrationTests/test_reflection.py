@@ -18,7 +18,7 @@ def test_reflection_lists_describes_and_calls(server):
         pool = DescriptorPool(db)
         svc = pool.FindServiceByName("billing.v1.Billing")
         assert [m.name for m in svc.methods] == ["CreateOrder", "SubmitReceipt", "RestorePurchases", "GetOrder", "GetEntitlements",
-                                                   "ListEvents", "WatchEvents"]
+                                                   "ListEvents", "WatchEvents", "ListTransactions", "GetTransaction", "SignOffer"]
         create = svc.methods_by_name["CreateOrder"]
         Req = message_factory.GetMessageClass(create.input_type)
         Resp = message_factory.GetMessageClass(create.output_type)

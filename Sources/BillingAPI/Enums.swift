@@ -61,6 +61,103 @@ public struct OrderState: ProtoEnum, CustomStringConvertible {
     }
 }
 
+/// billing.v1.Store: the store a transaction comes from.
+public struct Store: ProtoEnum, CustomStringConvertible {
+    public var rawValue: Int32
+    public init(rawValue: Int32) { self.rawValue = rawValue }
+    public static let unspecified = Store(rawValue: 0)
+    public static let appStore = Store(rawValue: 1)
+    public static let googlePlay = Store(rawValue: 2)
+    public var description: String {
+        switch rawValue {
+        case 0: "STORE_UNSPECIFIED"
+        case 1: "STORE_APP_STORE"
+        case 2: "STORE_GOOGLE_PLAY"
+        default: "\(rawValue)"
+        }
+    }
+}
+
+/// billing.v1.Ownership: the buyer, or a Family Sharing member the purchase was shared with.
+public struct Ownership: ProtoEnum, CustomStringConvertible {
+    public var rawValue: Int32
+    public init(rawValue: Int32) { self.rawValue = rawValue }
+    public static let unspecified = Ownership(rawValue: 0)
+    public static let purchased = Ownership(rawValue: 1)
+    public static let familyShared = Ownership(rawValue: 2)
+    public var description: String {
+        switch rawValue {
+        case 0: "OWNERSHIP_UNSPECIFIED"
+        case 1: "OWNERSHIP_PURCHASED"
+        case 2: "OWNERSHIP_FAMILY_SHARED"
+        default: "\(rawValue)"
+        }
+    }
+}
+
+/// billing.v1.EntitlementState: where an entitlement stands.
+public struct EntitlementState: ProtoEnum, CustomStringConvertible {
+    public var rawValue: Int32
+    public init(rawValue: Int32) { self.rawValue = rawValue }
+    public static let unspecified = EntitlementState(rawValue: 0)
+    public static let active = EntitlementState(rawValue: 1)
+    public static let gracePeriod = EntitlementState(rawValue: 2)
+    public static let billingRetry = EntitlementState(rawValue: 3)
+    public static let expired = EntitlementState(rawValue: 4)
+    public static let revoked = EntitlementState(rawValue: 5)
+    public static let paused = EntitlementState(rawValue: 6)
+    public var description: String {
+        switch rawValue {
+        case 0: "ENTITLEMENT_STATE_UNSPECIFIED"
+        case 1: "ENTITLEMENT_STATE_ACTIVE"
+        case 2: "ENTITLEMENT_STATE_GRACE_PERIOD"
+        case 3: "ENTITLEMENT_STATE_BILLING_RETRY"
+        case 4: "ENTITLEMENT_STATE_EXPIRED"
+        case 5: "ENTITLEMENT_STATE_REVOKED"
+        case 6: "ENTITLEMENT_STATE_PAUSED"
+        default: "\(rawValue)"
+        }
+    }
+}
+
+/// billing.v1.RevocationType: how a transaction was revoked.
+public struct RevocationType: ProtoEnum, CustomStringConvertible {
+    public var rawValue: Int32
+    public init(rawValue: Int32) { self.rawValue = rawValue }
+    public static let unspecified = RevocationType(rawValue: 0)
+    public static let refundFull = RevocationType(rawValue: 1)
+    public static let refundProrated = RevocationType(rawValue: 2)
+    public static let familyRevoke = RevocationType(rawValue: 3)
+    public var description: String {
+        switch rawValue {
+        case 0: "REVOCATION_TYPE_UNSPECIFIED"
+        case 1: "REVOCATION_TYPE_REFUND_FULL"
+        case 2: "REVOCATION_TYPE_REFUND_PRORATED"
+        case 3: "REVOCATION_TYPE_FAMILY_REVOKE"
+        default: "\(rawValue)"
+        }
+    }
+}
+
+/// billing.v1.OfferSignatureKind: what SignOffer signs.
+public struct OfferSignatureKind: ProtoEnum, CustomStringConvertible {
+    public var rawValue: Int32
+    public init(rawValue: Int32) { self.rawValue = rawValue }
+    public static let unspecified = OfferSignatureKind(rawValue: 0)
+    public static let promotional = OfferSignatureKind(rawValue: 1)
+    public static let promotionalJWS = OfferSignatureKind(rawValue: 2)
+    public static let introductoryEligibility = OfferSignatureKind(rawValue: 3)
+    public var description: String {
+        switch rawValue {
+        case 0: "OFFER_SIGNATURE_KIND_UNSPECIFIED"
+        case 1: "OFFER_SIGNATURE_KIND_PROMOTIONAL"
+        case 2: "OFFER_SIGNATURE_KIND_PROMOTIONAL_JWS"
+        case 3: "OFFER_SIGNATURE_KIND_INTRODUCTORY_ELIGIBILITY"
+        default: "\(rawValue)"
+        }
+    }
+}
+
 /// grpc.health.v1.HealthCheckResponse.ServingStatus.
 public struct ServingStatus: ProtoEnum, CustomStringConvertible {
     public var rawValue: Int32

@@ -79,12 +79,42 @@ public struct GetOrderRequest: ProtoMessage, Equatable {
     public func encode(to w: inout ProtoWriter) { w.string(1, orderID) }
 }
 
+/// billing.v1.GooglePlayPurchase: a purchase as the app's Play Billing Library hands it over.
+public struct GooglePlayPurchase: ProtoMessage, Equatable, Sendable {
+    public var packageName = ""
+    /// The in-app product id, or the subscription id.
+    public var productID = ""
+    public var purchaseToken = ""
+
+    public init() {}
+    public init(packageName: String, productID: String, purchaseToken: String) {
+        self.packageName = packageName
+        self.productID = productID
+        self.purchaseToken = purchaseToken
+    }
+
+    public mutating func decodeFields(from r: inout ProtoReader) throws(WireError) {
+        while let (field, wt) = try r.nextTag() {
+            switch field {
+            case 1: try expect(wt, .lengthDelimited, field: 1); packageName = try r.readString(field: 1)
+            case 2: try expect(wt, .lengthDelimited, field: 2); productID = try r.readString(field: 2)
+            case 3: try expect(wt, .lengthDelimited, field: 3); purchaseToken = try r.readString(field: 3)
+            default: try r.skip(wt)
+            }
+        }
+    }
+
+    public var encodedSize: Int { ProtoSize.string(1, packageName) + ProtoSize.string(2, productID) + ProtoSize.string(3, purchaseToken) }
+    public func encode(to w: inout ProtoWriter) { w.string(1, packageName); w.string(2, productID); w.string(3, purchaseToken) }
+}
+
 /// billing.v1.SubmitReceiptRequest.
 public struct SubmitReceiptRequest: ProtoMessage, Equatable {
     /// The `proof` oneof.
     public enum Proof: Equatable, Sendable {
         case signedTransaction(String)
         case appReceipt(String)
+        case googlePlay(GooglePlayPurchase)
     }
     public var orderID = ""
     public var proof: Proof?
@@ -101,6 +131,7 @@ public struct SubmitReceiptRequest: ProtoMessage, Equatable {
             case 3: try expect(wt, .lengthDelimited, field: 3); proof = .appReceipt(try r.readString(field: 3))
             case 4: try expect(wt, .lengthDelimited, field: 4); transactionID = try r.readString(field: 4)
             case 5: try expect(wt, .varint, field: 5); sandbox = try r.readBool()
+            case 6: try expect(wt, .lengthDelimited, field: 6); proof = .googlePlay(try r.readMessage(GooglePlayPurchase.self))
             default: try r.skip(wt)
             }
         }
@@ -111,6 +142,7 @@ public struct SubmitReceiptRequest: ProtoMessage, Equatable {
         switch proof {
         case .signedTransaction(let s): ProtoWriter.tagSize(2) + ProtoWriter.varintSize(UInt64(s.utf8.count)) + s.utf8.count
         case .appReceipt(let s): ProtoWriter.tagSize(3) + ProtoWriter.varintSize(UInt64(s.utf8.count)) + s.utf8.count
+        case .googlePlay(let p): ProtoSize.message(6, p)
         case nil: 0
         }
     }
@@ -126,9 +158,11 @@ public struct SubmitReceiptRequest: ProtoMessage, Equatable {
             w.writeTag(2, .lengthDelimited); w.writeVarint(UInt64(s.utf8.count)); w.writeRaw(s.utf8)
         case .appReceipt(let s):
             w.writeTag(3, .lengthDelimited); w.writeVarint(UInt64(s.utf8.count)); w.writeRaw(s.utf8)
-        case nil: break
+        case .googlePlay, nil: break
         }
         w.string(4, transactionID); w.bool(5, sandbox)
+        // Fields in number order, as Python protobuf writes them: the message member comes last.
+        if case .googlePlay(let p) = proof { w.message(6, p) }
     }
 }
 
@@ -169,6 +203,7 @@ public struct RestorePurchasesRequest: ProtoMessage, Equatable {
     public var appReceipt = ""
     public var signedTransactions: [String] = []
     public var transactionIDs: [String] = []
+    public var googlePlayPurchases: [GooglePlayPurchase] = []
 
     public init() {}
 
@@ -179,6 +214,7 @@ public struct RestorePurchasesRequest: ProtoMessage, Equatable {
             case 2: try expect(wt, .lengthDelimited, field: 2); appReceipt = try r.readString(field: 2)
             case 3: try expect(wt, .lengthDelimited, field: 3); signedTransactions.append(try r.readString(field: 3))
             case 4: try expect(wt, .lengthDelimited, field: 4); transactionIDs.append(try r.readString(field: 4))
+            case 5: try expect(wt, .lengthDelimited, field: 5); googlePlayPurchases.append(try r.readMessage(GooglePlayPurchase.self))
             default: try r.skip(wt)
             }
         }
@@ -188,6 +224,7 @@ public struct RestorePurchasesRequest: ProtoMessage, Equatable {
         var n = ProtoSize.string(1, accountID) + ProtoSize.string(2, appReceipt)
         for s in signedTransactions { n += ProtoWriter.tagSize(3) + ProtoWriter.varintSize(UInt64(s.utf8.count)) + s.utf8.count }
         for s in transactionIDs { n += ProtoWriter.tagSize(4) + ProtoWriter.varintSize(UInt64(s.utf8.count)) + s.utf8.count }
+        for p in googlePlayPurchases { n += ProtoSize.message(5, p) }
         return n
     }
 
@@ -196,6 +233,7 @@ public struct RestorePurchasesRequest: ProtoMessage, Equatable {
         // Repeated strings keep empty elements.
         for s in signedTransactions { w.writeTag(3, .lengthDelimited); w.writeVarint(UInt64(s.utf8.count)); w.writeRaw(s.utf8) }
         for s in transactionIDs { w.writeTag(4, .lengthDelimited); w.writeVarint(UInt64(s.utf8.count)); w.writeRaw(s.utf8) }
+        for p in googlePlayPurchases { w.message(5, p) }
     }
 }
 

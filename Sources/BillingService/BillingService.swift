@@ -44,6 +44,9 @@ public final class BillingService: Sendable {
     public static let getEntitlements = "billing.v1.Billing/GetEntitlements"
     public static let listEvents = "billing.v1.Billing/ListEvents"
     public static let watchEvents = "billing.v1.Billing/WatchEvents"
+    public static let listTransactions = "billing.v1.Billing/ListTransactions"
+    public static let getTransaction = "billing.v1.Billing/GetTransaction"
+    public static let signOffer = "billing.v1.Billing/SignOffer"
 
     /// Adds every method to `router`.
     public func register(in router: inout Router) {
@@ -60,8 +63,12 @@ public final class BillingService: Sendable {
             router.register(
                 Self.submitReceipt, SubmitReceiptRequest.self,
                 on: { request in
-                    if case .signedTransaction(let jws) = request.proof, verifier.hasVerifiedChain(signedTransaction: jws) { return .loop }
-                    return .pool(Workers.verification)
+                    switch request.proof {
+                    case .signedTransaction(let jws): verifier.hasVerifiedChain(signedTransaction: jws) ? .loop : .pool(Workers.verification)
+                    // Refused at once (Google Play is not configured).
+                    case .googlePlay: .loop
+                    case .appReceipt, nil: .pool(Workers.verification)
+                    }
                 }
             ) { [self] context, request, responder in
                 submitReceipt(purchases, context, request, responder)
@@ -85,9 +92,19 @@ public final class BillingService: Sendable {
         router.registerServerStreaming(Self.watchEvents, WatchEventsRequest.self) { [self] context, request, writer in
             watchEvents(context, request, writer)
         }
+        router.register(Self.listTransactions, ListTransactionsRequest.self) { [self] context, request, responder in
+            listTransactions(context, request, responder)
+        }
+        router.register(Self.getTransaction, GetTransactionRequest.self) { [self] context, request, responder in
+            getTransaction(context, request, responder)
+        }
+        router.register(Self.signOffer, SignOfferRequest.self) { [self] context, request, responder in
+            signOffer(context, request, responder)
+        }
     }
 
-    private func answer(_ error: BillingError, _ context: CallContext, _ responder: Responder) {
+    /// Answers a domain error; a storage failure is reported with the request id first.
+    func answer(_ error: BillingError, _ context: CallContext, _ responder: Responder) {
         if case .storageUnavailable(let detail) = error { onInternalError(context.requestID, detail) }
         responder.fail(error.rpcError)
     }
@@ -126,13 +143,14 @@ public final class BillingService: Sendable {
     }
 
     func submitReceipt(_ engine: PurchaseEngine, _ context: CallContext, _ request: SubmitReceiptRequest, _ responder: Responder) {
-        let proof: PurchaseEngine.Proof? =
-            switch request.proof {
-            case .signedTransaction(let s): .signedTransaction(s)
-            case .appReceipt(let s): .appReceipt(s)
-            case nil: nil
-            }
         if let id = OrderID.canonical(request.orderID) { context.note("order_id", id) }
+        let proof: PurchaseEngine.Proof?
+        switch request.proof {
+        case .signedTransaction(let s): proof = .signedTransaction(s)
+        case .appReceipt(let s): proof = .appReceipt(s)
+        case .googlePlay: return answer(.googlePlayNotConfigured, context, responder)
+        case nil: proof = nil
+        }
         let catalog = orders.catalog
         engine.submitReceipt(
             orderID: request.orderID, proof: proof, transactionID: request.transactionID,
@@ -154,6 +172,7 @@ public final class BillingService: Sendable {
         if !request.accountID.isEmpty && request.accountID.utf8.count <= OrderService.Limits.accountID {
             context.note("account_id", request.accountID)
         }
+        if !request.googlePlayPurchases.isEmpty { return answer(.googlePlayNotConfigured, context, responder) }
         let ids = request.transactionIDs
         if !ids.isEmpty {
             guard appStore != nil else {

@@ -14,6 +14,50 @@ extension BillingAPI.Order {
         transactionID = o.transactionID ?? ""
         environment = o.environment.map { Environment($0) } ?? .unspecified
         quantity = Int32(clamping: o.quantity)
+        refundedQuantity = Int32(clamping: o.refundedQuantity)
+        store = o.store.map { BillingAPI.Store($0) } ?? .unspecified
+    }
+}
+
+extension BillingAPI.Store {
+    init(_ s: Billing.Store) {
+        switch s {
+        case .appStore: self = .appStore
+        case .googlePlay: self = .googlePlay
+        }
+    }
+}
+
+extension BillingAPI.Ownership {
+    init(_ o: Billing.Ownership) {
+        switch o {
+        case .purchased: self = .purchased
+        case .familyShared: self = .familyShared
+        }
+    }
+}
+
+extension BillingAPI.RevocationType {
+    init(_ r: Billing.RevocationType) {
+        switch r {
+        case .unspecified: self = .unspecified
+        case .refundFull: self = .refundFull
+        case .refundProrated: self = .refundProrated
+        case .familyRevoke: self = .familyRevoke
+        }
+    }
+}
+
+extension BillingAPI.EntitlementState {
+    init(_ s: Billing.EntitlementState) {
+        switch s {
+        case .active: self = .active
+        case .gracePeriod: self = .gracePeriod
+        case .billingRetry: self = .billingRetry
+        case .expired: self = .expired
+        case .revoked: self = .revoked
+        case .paused: self = .paused
+        }
     }
 }
 
@@ -53,6 +97,28 @@ extension BillingAPI.Transaction {
         environment = Environment(t.environment)
         appAccountToken = t.appAccountToken ?? ""
         bundleID = t.bundleID
+        store = BillingAPI.Store(t.store)
+        ownership = BillingAPI.Ownership(t.ownership)
+        priceMilliunits = t.price.priceMilliunits
+        currency = t.price.currency
+        storefront = t.price.storefront
+        offerID = t.price.offerID
+        offerType = t.price.offerType
+        subscriptionGroupID = t.subscriptionGroupID
+        upgraded = t.upgraded
+        revocationType = BillingAPI.RevocationType(t.revocationType)
+        revocationPercentage = Int32(clamping: t.revocationPercentage)
+        revocationReason = Self.revocationReason(t.revocationReason)
+    }
+
+    /// Apple's revocationReason as text: 0 `OTHER`, 1 `APP_ISSUE`, another number as its decimal digits, none empty.
+    static func revocationReason(_ reason: Int?) -> String {
+        switch reason {
+        case nil: ""
+        case 0: "OTHER"
+        case 1: "APP_ISSUE"
+        case let n?: String(n)
+        }
     }
 }
 
@@ -71,6 +137,11 @@ extension BillingAPI.Entitlement {
         gracePeriodExpiresTimeMs = e.gracePeriodExpiresTimeMs
         autoRenew = e.autoRenew
         environment = e.environment.map { Environment($0) } ?? .unspecified
+        state = BillingAPI.EntitlementState(e.state)
+        ownership = BillingAPI.Ownership(e.ownership)
+        store = BillingAPI.Store(e.store)
+        subscriptionGroupID = e.subscriptionGroupID
+        pendingProductID = e.pendingProductID
     }
 }
 

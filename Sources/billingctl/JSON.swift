@@ -42,6 +42,8 @@ enum JSON {
             ("transactionId", o.transactionID.isEmpty ? nil : quote(o.transactionID)),
             ("environment", o.environment == .unspecified ? nil : quote(o.environment.description)),
             ("quantity", o.quantity == 0 ? nil : String(o.quantity)),
+            ("refundedQuantity", o.refundedQuantity == 0 ? nil : String(o.refundedQuantity)),
+            ("store", o.store == .unspecified ? nil : quote(o.store.description)),
         ]
     }
 
@@ -58,17 +60,27 @@ enum JSON {
 }
 
 extension JSON {
-    static func transaction(_ t: Transaction, indent: Int) -> String {
-        object(
-            [
-                ("transactionId", quote(t.transactionID)), ("originalTransactionId", quote(t.originalTransactionID)),
-                ("productId", quote(t.productID)), ("productType", quote(t.productType.description)),
-                ("purchaseTimeMs", quote(String(t.purchaseTimeMs))),
-                ("expiresTimeMs", t.expiresTimeMs == 0 ? nil : quote(String(t.expiresTimeMs))),
-                ("revocationTimeMs", t.revocationTimeMs == 0 ? nil : quote(String(t.revocationTimeMs))),
-                ("quantity", t.quantity == 0 ? nil : String(t.quantity)), ("environment", quote(t.environment.description)),
-                ("appAccountToken", t.appAccountToken.isEmpty ? nil : quote(t.appAccountToken)), ("bundleId", quote(t.bundleID)),
-            ], indent: indent)
+    static func transaction(_ t: Transaction, indent: Int) -> String { object(transactionFields(t), indent: indent) }
+
+    static func transactionFields(_ t: Transaction) -> [(String, String?)] {
+        func text(_ s: String) -> String? { s.isEmpty ? nil : quote(s) }
+        return [
+            ("transactionId", quote(t.transactionID)), ("originalTransactionId", quote(t.originalTransactionID)),
+            ("productId", quote(t.productID)), ("productType", quote(t.productType.description)),
+            ("purchaseTimeMs", quote(String(t.purchaseTimeMs))),
+            ("expiresTimeMs", t.expiresTimeMs == 0 ? nil : quote(String(t.expiresTimeMs))),
+            ("revocationTimeMs", t.revocationTimeMs == 0 ? nil : quote(String(t.revocationTimeMs))),
+            ("quantity", t.quantity == 0 ? nil : String(t.quantity)), ("environment", quote(t.environment.description)),
+            ("appAccountToken", text(t.appAccountToken)), ("bundleId", quote(t.bundleID)),
+            ("store", t.store == .unspecified ? nil : quote(t.store.description)),
+            ("ownership", t.ownership == .unspecified ? nil : quote(t.ownership.description)),
+            ("priceMilliunits", t.priceMilliunits == 0 ? nil : quote(String(t.priceMilliunits))), ("currency", text(t.currency)),
+            ("storefront", text(t.storefront)), ("offerId", text(t.offerID)), ("offerType", text(t.offerType)),
+            ("subscriptionGroupId", text(t.subscriptionGroupID)), ("upgraded", t.upgraded ? "true" : nil),
+            ("revocationType", t.revocationType == .unspecified ? nil : quote(t.revocationType.description)),
+            ("revocationPercentage", t.revocationPercentage == 0 ? nil : String(t.revocationPercentage)),
+            ("revocationReason", text(t.revocationReason)),
+        ]
     }
 
     static func submitResponse(_ r: SubmitReceiptResponse) -> String {
@@ -90,6 +102,11 @@ extension JSON {
             ("gracePeriodExpiresTimeMs", e.gracePeriodExpiresTimeMs == 0 ? nil : quote(String(e.gracePeriodExpiresTimeMs))),
             ("autoRenew", e.autoRenew ? "true" : nil),
             ("environment", e.environment.rawValue == 0 ? nil : quote(e.environment.description)),
+            ("state", e.state == .unspecified ? nil : quote(e.state.description)),
+            ("ownership", e.ownership == .unspecified ? nil : quote(e.ownership.description)),
+            ("store", e.store == .unspecified ? nil : quote(e.store.description)),
+            ("subscriptionGroupId", e.subscriptionGroupID.isEmpty ? nil : quote(e.subscriptionGroupID)),
+            ("pendingProductId", e.pendingProductID.isEmpty ? nil : quote(e.pendingProductID)),
         ]
     }
 

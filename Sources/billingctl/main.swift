@@ -23,6 +23,10 @@ let usage = """
       entitlements ACCOUNT [--include-inactive]         GetEntitlements, from the service's own records
       events [--after CURSOR] [--account ID] [--limit N] [--follow]   ListEvents, one JSON line each; --follow streams
             (WatchEvents) until interrupted; the next cursor goes to stderr
+      history ACCOUNT [--limit N] [--json]               ListTransactions, newest purchase first, every page (at most N
+            lines): purchase time, transaction id, product, price, ownership, revocation, tab-separated
+      transaction ID                                     GetTransaction: a transaction (or an original transaction's
+            newest), its account and order
       notify URL FILE|-                                  POST an App Store notification body (HTTP/2; https:// for TLS)
       teststore notification --type TYPE [--subtype S] [--uuid U] [--signed-date MS] [--environment E] [--bundle-id ID]
             [--app-apple-id N] [--product ID [--product-type T] ... (the transaction flags above)] [--auto-renew-status 0|1]
@@ -126,6 +130,8 @@ struct Options {
         ],
         "entitlements": ["account", "include-inactive"],
         "events": ["after", "account", "limit", "follow"],
+        "history": ["account", "limit"],
+        "transaction": ["transaction-id"],
         "notify": [],
         "demo": ["store", "bundle-id", "product"],
         "load": [
@@ -218,6 +224,10 @@ func run() throws {
         try AfterSaleCommands.events(options)
     case "notify":
         try AfterSaleCommands.notify(options)
+    case "history":
+        try TransactionCommands.history(options)
+    case "transaction":
+        try TransactionCommands.transaction(options)
     case "teststore":
         try TestStoreCommand.run(options)
     case "demo":

@@ -187,6 +187,10 @@ struct ErrorTableTests {
             (.orderNotFound(orderID: "o"), .notFound, "ORDER_NOT_FOUND"),
             (.idempotencyKeyReused(key: "k"), .failedPrecondition, "IDEMPOTENCY_KEY_REUSED"),
             (.storageUnavailable(detail: "disk I/O error"), .unavailable, "STORAGE_UNAVAILABLE"),
+            (.notPurchasedByAccount(transactionID: "1"), .failedPrecondition, "NOT_PURCHASED_BY_ACCOUNT"),
+            (.transactionUnknown(transactionID: "1"), .notFound, "TRANSACTION_NOT_FOUND"),
+            (.googlePlayNotConfigured, .failedPrecondition, "GOOGLE_PLAY_NOT_CONFIGURED"),
+            (.offerSigningNotConfigured(detail: "no key"), .failedPrecondition, "OFFER_SIGNING_NOT_CONFIGURED"),
         ])
     func mapping(_ error: BillingError, _ code: StatusCode, _ reason: String) {
         #expect(error.rpcError.code == code)

@@ -73,6 +73,55 @@ def main():
                       order_id="0f8fad5b-d9cb-469f-a165-70867728950e"),
         b.Entitlement(product_id="sub", product_type=b.PRODUCT_TYPE_AUTO_RENEWABLE_SUBSCRIPTION,
                       expires_time_ms=99, active=False)]))
+    # Every field added with the subscription model, Google Play and the support RPCs.
+    order_full = b.Order(order_id="0f8fad5b-d9cb-469f-a165-70867728950e", account_id="acct-42", product_id="com.example.coins",
+                         state=b.ORDER_STATE_COMPLETED, create_time_ms=1700000000123, update_time_ms=1700000000456,
+                         transaction_id="GPA.1234-5678-9012-34567", environment=b.ENVIRONMENT_PRODUCTION, quantity=5,
+                         refunded_quantity=2, store=b.STORE_GOOGLE_PLAY)
+    add("order_full", order_full)
+    tx_full = b.Transaction(transaction_id="2000000000000002", original_transaction_id="2000000000000000",
+                            product_id="com.example.pro.yearly", product_type=b.PRODUCT_TYPE_AUTO_RENEWABLE_SUBSCRIPTION,
+                            purchase_time_ms=1700000000000, expires_time_ms=1731536000000, revocation_time_ms=1700000500000,
+                            quantity=1, environment=b.ENVIRONMENT_SANDBOX, app_account_token="0f8fad5b-d9cb-469f-a165-70867728950e",
+                            bundle_id="com.example.app", store=b.STORE_APP_STORE, ownership=b.OWNERSHIP_FAMILY_SHARED,
+                            price_milliunits=49990, currency="EUR", storefront="DEU", offer_id="intro-1",
+                            offer_type="INTRODUCTORY_OFFER", subscription_group_id="21000001", upgraded=True,
+                            revocation_type=b.REVOCATION_TYPE_REFUND_PRORATED, revocation_percentage=33333,
+                            revocation_reason="APP_ISSUE")
+    add("transaction_full", tx_full)
+    ent_full = b.Entitlement(product_id="com.example.pro.yearly", product_type=b.PRODUCT_TYPE_AUTO_RENEWABLE_SUBSCRIPTION,
+                             original_transaction_id="2000000000000000", latest_transaction_id="2000000000000002",
+                             purchase_time_ms=1700000000000, expires_time_ms=1731536000000, active=True,
+                             order_id="0f8fad5b-d9cb-469f-a165-70867728950e", grace_period_expires_time_ms=1731968000000,
+                             auto_renew=True, environment=b.ENVIRONMENT_PRODUCTION, state=b.ENTITLEMENT_STATE_GRACE_PERIOD,
+                             ownership=b.OWNERSHIP_PURCHASED, store=b.STORE_APP_STORE, subscription_group_id="21000001",
+                             pending_product_id="com.example.pro.monthly")
+    add("entitlement_full", ent_full)
+    gp = b.GooglePlayPurchase(package_name="com.example.android", product_id="com.example.coins",
+                              purchase_token="opaque-token.AO-J1Oy")
+    add("google_play_purchase", gp)
+    add("submit_receipt_request_google_play", b.SubmitReceiptRequest(order_id="o", google_play=gp, transaction_id="GPA.1",
+                                                                     sandbox=True))
+    add("submit_receipt_request_empty_google_play", b.SubmitReceiptRequest(order_id="o", google_play=b.GooglePlayPurchase()))
+    add("restore_request_google_play", b.RestorePurchasesRequest(
+        account_id="acct", signed_transactions=["a.b.c"], transaction_ids=["2000000000000001"],
+        google_play_purchases=[gp, b.GooglePlayPurchase(), b.GooglePlayPurchase(purchase_token="t2")]))
+    add("event_partially_refunded", b.Event(cursor=42, type=b.EVENT_TYPE_ORDER_PARTIALLY_REFUNDED, time_ms=1700000000999,
+                                            account_id="acct-42", order=order_full, cause="notification:REFUND",
+                                            transaction_id="GPA.1234-5678-9012-34567"))
+    add("list_transactions_request", b.ListTransactionsRequest(account_id="acct-42", limit=1000, page_token="MTcwMDowMDE"))
+    add("list_transactions_response", b.ListTransactionsResponse(transactions=[tx_full, b.Transaction(transaction_id="1")],
+                                                                 next_page_token="MTcwMDowMDE"))
+    add("get_transaction_request", b.GetTransactionRequest(transaction_id="2000000000000000"))
+    add("get_transaction_response", b.GetTransactionResponse(transaction=tx_full, account_id="acct-42", order=order_full))
+    add("get_transaction_response_unowned", b.GetTransactionResponse(transaction=b.Transaction(transaction_id="1")))
+    add("sign_offer_request", b.SignOfferRequest(kind=b.OFFER_SIGNATURE_KIND_INTRODUCTORY_ELIGIBILITY, bundle_id="com.example.app",
+                                                 product_id="com.example.pro.monthly", offer_id="winback-1",
+                                                 order_id="0f8fad5b-d9cb-469f-a165-70867728950e", transaction_id="2000000000000001",
+                                                 allow_introductory_offer=True))
+    add("sign_offer_response", b.SignOfferResponse(compact_jws="eyJ.a.b", key_id="ABC123DEFG",
+                                                   nonce="5f3c1b9e-0000-4000-8000-000000000001", timestamp_ms=1700000000000,
+                                                   signature="MEUCIQ=="))
     add("health_request", h.HealthCheckRequest(service="billing.v1.Billing"))
     add("health_response", h.HealthCheckResponse(status=h.HealthCheckResponse.NOT_SERVING))
     info = error_details_pb2.ErrorInfo(reason="INVALID_FIELD", domain="billing.v1",
