@@ -75,7 +75,8 @@ let package = Package(
         .testTarget(
             name: "PurchaseTests", dependencies: ["TestSupport", "Billing", "BillingService", "AppStore", "Crypto", "Storage"],
             swiftSettings: strict),
-        .testTarget(name: "StorageTests", dependencies: ["TestSupport", "Storage", "Billing", "Crypto"], swiftSettings: strict),
+        .testTarget(
+            name: "StorageTests", dependencies: ["TestSupport", "Storage", "Billing", "Crypto"], exclude: ["Upgrade"], swiftSettings: strict),
         .testTarget(name: "AppStoreAPITests", dependencies: ["AppStoreAPI", "Crypto"], swiftSettings: strict),
         .testTarget(name: "HTTPFrontTests", dependencies: ["TestSupport", "HTTPFront"], swiftSettings: strict),
         .testTarget(
