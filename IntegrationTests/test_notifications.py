@@ -78,25 +78,38 @@ class Mint:
         t.update(extra)
         return self.jws(t)
 
-    def renewal(self, original, product=SUB, *, auto_renew=1, signed=None, environment="Xcode", grace=None):
+    def renewal(self, original, product=SUB, *, auto_renew=1, signed=None, environment="Xcode", grace=None, **extra):
+        """Signed renewal info; extra fields by Apple's names (autoRenewProductId, isInBillingRetryPeriod, ...)."""
         r = {"originalTransactionId": original, "productId": product, "autoRenewProductId": product, "autoRenewStatus": auto_renew,
              "signedDate": signed or now_ms() - 50_000, "environment": environment}
         if grace:
             r["gracePeriodExpiresDate"] = grace
+        r.update(extra)
         return self.jws(r)
 
+    def app_transaction(self, *, bundle=BUNDLE, environment="Xcode", created=None, **extra):
+        """A signed app transaction (JWSAppTransaction); its receiptType is the environment."""
+        created = created or now_ms() - 50_000
+        a = {"bundleId": bundle, "receiptType": environment, "appAppleId": 1234567890, "applicationVersion": "1",
+             "originalApplicationVersion": "1", "originalPurchaseDate": created - 86_400_000, "receiptCreationDate": created}
+        a.update(extra)
+        return self.jws(a)
+
     def notification(self, ntype, *, subtype=None, nid=None, signed=None, bundle=BUNDLE, environment="Xcode",
-                     transaction=None, renewal=None, status=None, extra=None, data_extra=None):
+                     transaction=None, renewal=None, status=None, extra=None, data_extra=None, app_transaction=None):
+        """A signed notification; RESCIND_CONSENT carries `appData` (with app_transaction, when given) instead of `data`."""
         data = {"bundleId": bundle, "environment": environment, "appAppleId": 1234567890}
         if transaction:
             data["signedTransactionInfo"] = transaction
         if renewal:
             data["signedRenewalInfo"] = renewal
+        if app_transaction:
+            data["signedAppTransactionInfo"] = app_transaction
         if status is not None:
             data["status"] = status
         data.update(data_extra or {})
         n = {"notificationType": ntype, "notificationUUID": nid or str(uuid.uuid4()), "version": "2.0",
-             "signedDate": signed or now_ms() - 50_000, "data": data}
+             "signedDate": signed or now_ms() - 50_000, "appData" if ntype == "RESCIND_CONSENT" else "data": data}
         if subtype:
             n["subtype"] = subtype
         n.update(extra or {})
@@ -355,6 +368,24 @@ def bad_cases():
         "nested transaction for another bundle": lambda d, o, n, s: (dict(data=body(charge(d, o, n, txn={"bundle": "com.other.app"}))),
                                                                      400, wrong_app),
         "outer for another bundle": lambda d, o, n, s: (dict(data=body(charge(d, o, n, bundle="com.other.app"))), 400, wrong_app),
+        "nested transaction for another environment": lambda d, o, n, s: (dict(data=body(charge(d, o, n, txn={"environment": "Sandbox"}))),
+                                                                          400, malformed),
+        "nested renewal for another environment": lambda d, o, n, s: (dict(data=body(charge(
+            d, o, n, renewal=d.mint.renewal(n[:8], environment="Sandbox")))), 400, malformed),
+        "nested transaction signed 10 min ahead": lambda d, o, n, s: (dict(data=body(charge(d, o, n, txn={"signed": now_ms() + 600_000}))),
+                                                                      400, malformed),
+        "notificationUUID without dashes": lambda d, o, n, s: (dict(data=body(charge(d, o, n.replace("-", ""), tid=n[:8]))), 400, malformed),
+        "notificationUUID with a NUL byte": lambda d, o, n, s: (dict(data=body(charge(d, o, n[:35] + "\u0000", tid=n[:8]))), 400, malformed),
+        "notificationUUID not a UUID": lambda d, o, n, s: (dict(data=body(charge(d, o, "not-a-uuid", tid=n[:8]))), 400, malformed),
+        "signedDate 10 min ahead": lambda d, o, n, s: (dict(data=body(charge(d, o, n, signed=now_ms() + 600_000))), 400, malformed),
+        "signedDate 1e300": lambda d, o, n, s: (dict(data=body(charge(d, o, n, extra={"signedDate": 1e300}))), 400, malformed),
+        "signedDate missing": lambda d, o, n, s: (dict(data=body(d.mint.jws({
+            "notificationType": "TEST", "notificationUUID": n, "version": "2.0",
+            "data": {"bundleId": BUNDLE, "environment": "Xcode"}}))), 400, malformed),
+        "RESCIND_CONSENT for another bundle": lambda d, o, n, s: (dict(data=body(d.mint.notification(
+            "RESCIND_CONSENT", nid=n, bundle="com.other.app"))), 400, wrong_app),
+        "RESCIND_CONSENT with an app transaction of another environment": lambda d, o, n, s: (dict(data=body(d.mint.notification(
+            "RESCIND_CONSENT", nid=n, app_transaction=d.mint.app_transaction(environment="Sandbox")))), 400, malformed),
         "no notificationUUID": lambda d, o, n, s: (dict(data=body(d.mint.jws({
             "notificationType": "ONE_TIME_CHARGE", "version": "2.0", "signedDate": now_ms(),
             "data": {"bundleId": BUNDLE, "environment": "Xcode"}}))), 400, malformed),
@@ -435,18 +466,50 @@ def test_unknown_fields_and_types(desk):
     made_up = body(desk.mint.notification("SOMETHING_NEW_2031", subtype="WHATEVER", transaction=txn,
                                           extra={"futureTopLevel": True}, data_extra={"consumptionRequestReason": "NEW"}))
     assert desk.post(made_up) == (200, {"result": "applied"})
-    assert desk.events(after=before) == []
+    # Any type with signed data records its transaction (here under the account of the order its token names) and
+    # grants what it shows; only a purchase type pays an order.
+    assert [pb.EventType.Name(e.type) for e in desk.events(after=before)] == ["EVENT_TYPE_ENTITLEMENT_GRANTED"]
     assert desk.get_order(order.order_id).state == pb.ORDER_STATE_PENDING
     assert desk.post(made_up, "h2c") == (200, {"result": "duplicate"})
-    # Known types without effect: recorded, no event.
+    granted = desk.cursor()
+    # Known types without signed data: recorded, no event.
     for ntype, sub in (("TEST", None), ("CONSUMPTION_REQUEST", None), ("PRICE_INCREASE", "PENDING"), ("METADATA_UPDATE", None)):
         assert desk.post(body(desk.mint.notification(ntype, subtype=sub))) == (200, {"result": "applied"}), ntype
-    assert desk.events(after=before) == []
-    # Unknown fields everywhere do not stop a known type from taking effect.
+    assert desk.events(after=granted) == []
+    # Unknown fields everywhere do not stop a known type from taking effect; the entitlement was granted already.
     charge = desk.mint.notification("ONE_TIME_CHARGE", transaction=txn, extra={"futureTopLevel": "x"}, data_extra={"newThing": 1})
     assert desk.post(body(charge)) == (200, {"result": "applied"})
     assert desk.get_order(order.order_id).state == pb.ORDER_STATE_COMPLETED
-    assert {pb.EventType.Name(e.type) for e in desk.events(after=before)} == {"EVENT_TYPE_ORDER_COMPLETED", "EVENT_TYPE_ENTITLEMENT_GRANTED"}
+    assert [pb.EventType.Name(e.type) for e in desk.events(after=granted)] == ["EVENT_TYPE_ORDER_COMPLETED"]
+
+
+def test_rescind_consent_with_app_data(desk):
+    """RESCIND_CONSENT as Apple sends it (appData, not data) is verified and recorded: 200, then duplicate; no events."""
+    before = desk.cursor()
+    for app_transaction in (desk.mint.app_transaction(), None):
+        rescind = body(desk.mint.notification("RESCIND_CONSENT", app_transaction=app_transaction))
+        assert desk.post(rescind) == (200, {"result": "applied"})
+        assert desk.post(rescind, "h2c") == (200, {"result": "duplicate"})
+    # For an environment billingd does not accept: ignored, as any other type.
+    production = body(desk.mint.notification("RESCIND_CONSENT", environment="Production"))
+    assert desk.post(production) == (200, {"result": "ignored"})
+    assert desk.events(after=before) == []
+
+
+def test_apple_shaped_transaction_fields(desk):
+    """A purchase notification carrying every field Apple signs (price, currency, storefront, offer, group,
+    ownership, renewal info with the auto-renew product and billing retry) is verified and applied."""
+    account = "apple-shaped"
+    order = desk.order(account)
+    txn = desk.mint.transaction("610001", token=order.order_id, price=9_990, currency="EUR", storefront="FRA", offerType=3,
+                                offerIdentifier="SPRING", subscriptionGroupIdentifier="21345678", isUpgraded=False,
+                                inAppOwnershipType="PURCHASED", transactionReason="PURCHASE")
+    assert desk.post(body(desk.mint.notification("ONE_TIME_CHARGE", transaction=txn))) == (200, {"result": "applied"})
+    assert desk.get_order(order.order_id).state == pb.ORDER_STATE_COMPLETED
+    renewal = desk.mint.renewal("610002", autoRenewProductId="com.example.basic.monthly", isInBillingRetryPeriod=True)
+    sub = desk.mint.transaction("610002", SUB, kind="Auto-Renewable Subscription", expires=now_ms() + 86_400_000)
+    n = body(desk.mint.notification("DID_FAIL_TO_RENEW", transaction=sub, renewal=renewal))
+    assert desk.post(n) == (200, {"result": "applied"})
 
 
 # --- 5. real Apple sandbox notifications -----------------------------------------------------------------------------

@@ -230,6 +230,14 @@ public struct NotificationPayload: Sendable, Equatable {
         public var appAppleID: Int64?
         public var bundleID: String?
     }
+    /// appData: what a RESCIND_CONSENT notification carries instead of `data`.
+    public struct AppData: Sendable, Equatable {
+        public var appAppleID: Int64?
+        public var bundleID: String?
+        public var environment: String?
+        /// The app transaction (JWSAppTransaction), signed by the App Store.
+        public var signedAppTransactionInfo: String?
+    }
 
     public var notificationType: String?
     public var subtype: String?
@@ -239,6 +247,7 @@ public struct NotificationPayload: Sendable, Equatable {
     public var data: NotificationData?
     public var summary: Summary?
     public var externalPurchaseToken: ExternalPurchaseToken?
+    public var appData: AppData?
 
     public init() {}
 
@@ -267,6 +276,11 @@ public struct NotificationPayload: Sendable, Equatable {
                 externalPurchaseID: t.string("externalPurchaseId"), tokenCreationDate: t.millis("tokenCreationDate"),
                 appAppleID: t.int64("appAppleId"), bundleID: t.string("bundleId"))
         }
+        if let a = j.object("appData") {
+            appData = AppData(
+                appAppleID: a.int64("appAppleId"), bundleID: a.string("bundleId"), environment: a.string("environment"),
+                signedAppTransactionInfo: a.string("signedAppTransactionInfo"))
+        }
     }
 
     /// Decodes a JWS's payload without verifying it: only for a notification whose signature and app
@@ -276,17 +290,26 @@ public struct NotificationPayload: Sendable, Equatable {
         return NotificationPayload(fields)
     }
 
-    /// The environment the notification speaks for (data, summary, or external purchase token).
+    /// The environment the notification speaks for (data, summary, external purchase token or app data).
     public var environment: String? { scope.environment }
 
-    /// The environment, bundle id and app id the notification speaks for (data, summary, or token).
+    /// The bundle id the notification speaks for (data, summary, external purchase token or app data).
+    public var bundleID: String? { scope.bundleID }
+
+    /// The app id the notification speaks for, when it names one.
+    public var appAppleID: Int64? { scope.appAppleID }
+
+    /// The environment, bundle id and app id the notification speaks for. Apple sends exactly one of
+    /// `data`, `summary`, `externalPurchaseToken` and `appData` (RESCIND_CONSENT); they are read in that order.
     var scope: (environment: String?, bundleID: String?, appAppleID: Int64?) {
         if let data { return (data.environment, data.bundleID, data.appAppleID) }
         if let summary { return (summary.environment, summary.bundleID, summary.appAppleID) }
         if let token = externalPurchaseToken {
-            let env = token.externalPurchaseID?.hasPrefix("SANDBOX_") == true ? "Sandbox" : "Production"
+            // Apple's libraries: an id starting with SANDBOX is a sandbox token.
+            let env = token.externalPurchaseID?.hasPrefix("SANDBOX") == true ? "Sandbox" : "Production"
             return (env, token.bundleID, token.appAppleID)
         }
+        if let appData { return (appData.environment, appData.bundleID, appData.appAppleID) }
         return (nil, nil, nil)
     }
 }

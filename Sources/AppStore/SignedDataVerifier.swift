@@ -133,6 +133,7 @@ public final class SignedDataVerifier: Sendable {
             let fields = try JSONFields(bytes: jws.payload)
             let environment =
                 fields.string("environment") ?? fields.object("data")?.string("environment")
+                ?? fields.object("appData")?.string("environment") ?? fields.object("summary")?.string("environment")
                 ?? fields.string("receiptType")
             let unsignedXcode =
                 settings.decodeXcodeWithoutVerification

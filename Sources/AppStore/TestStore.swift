@@ -110,6 +110,27 @@ public final class TestStore: Sendable {
         public var revocationReason: Int?
         public var quantity: Int
         public var signedDate: Int64?
+        /// `PURCHASED` or `FAMILY_SHARED`.
+        public var inAppOwnershipType = "PURCHASED"
+        /// Superseded by an upgrade; left out when nil.
+        public var isUpgraded: Bool?
+        /// `REFUND_FULL`, `REFUND_PRORATED` or `FAMILY_REVOKE`; left out when nil.
+        public var revocationType: String?
+        /// Thousandths of a percent (REFUND_PRORATED); left out when nil.
+        public var revocationPercentage: Int?
+        /// Milliunits of `currency` (Apple's price); left out when nil.
+        public var price: Int64?
+        /// ISO 4217; left out when nil.
+        public var currency: String?
+        /// ISO 3166-1 alpha-3.
+        public var storefront = "USA"
+        public var storefrontID = "143441"
+        /// 1 introductory, 2 promotional, 3 offer code, 4 win-back; left out when nil.
+        public var offerType: Int?
+        public var offerIdentifier: String?
+        public var subscriptionGroupIdentifier: String?
+        /// `PURCHASE` or `RENEWAL`.
+        public var transactionReason = "PURCHASE"
 
         public init(
             transactionID: String, productID: String, type: String = "Non-Consumable", bundleID: String,
@@ -130,12 +151,21 @@ public final class TestStore: Sendable {
                 "productId": productID, "type": type, "bundleId": bundleID, "environment": environment,
                 "purchaseDate": purchaseDate, "originalPurchaseDate": purchaseDate, "quantity": quantity,
                 "signedDate": signedDate ?? Int64(Date().timeIntervalSince1970 * 1000),
-                "inAppOwnershipType": "PURCHASED", "transactionReason": "PURCHASE", "storefront": "USA", "storefrontId": "143441",
+                "inAppOwnershipType": inAppOwnershipType, "transactionReason": transactionReason, "storefront": storefront,
+                "storefrontId": storefrontID,
             ]
             if let appAccountToken { o["appAccountToken"] = appAccountToken }
             if let expiresDate { o["expiresDate"] = expiresDate }
             if let revocationDate { o["revocationDate"] = revocationDate }
             if let revocationReason { o["revocationReason"] = revocationReason }
+            if let isUpgraded { o["isUpgraded"] = isUpgraded }
+            if let revocationType { o["revocationType"] = revocationType }
+            if let revocationPercentage { o["revocationPercentage"] = revocationPercentage }
+            if let price { o["price"] = price }
+            if let currency { o["currency"] = currency }
+            if let offerType { o["offerType"] = offerType }
+            if let offerIdentifier { o["offerIdentifier"] = offerIdentifier }
+            if let subscriptionGroupIdentifier { o["subscriptionGroupIdentifier"] = subscriptionGroupIdentifier }
             return o
         }
     }
@@ -158,6 +188,9 @@ public final class TestStore: Sendable {
 
     public func signedTransaction(_ t: Transaction) throws(Failure) -> String { try signJWS(t.json) }
 
+    /// The decoded payload of `t`'s JWS, for tests that alter it before signing it with `signJWS`.
+    public func transactionPayload(_ t: Transaction) -> [String: Any] { t.json }
+
     /// Signed renewal info (`signedRenewalInfo`) as the App Store sends it.
     public struct RenewalInfo: Sendable {
         public var originalTransactionID: String
@@ -167,6 +200,10 @@ public final class TestStore: Sendable {
         public var signedDate: Int64
         public var gracePeriodExpiresDate: Int64?
         public var isInBillingRetryPeriod: Bool?
+        /// The product of the next renewal; `productID` when nil.
+        public var autoRenewProductID: String?
+        /// Why it expired (1 voluntary, 2 billing error, 3 price increase, 4 not for sale, 5 other); left out when nil.
+        public var expirationIntent: Int?
 
         public init(
             originalTransactionID: String, productID: String, autoRenewStatus: Int = 1, environment: String = "Xcode",
@@ -181,15 +218,50 @@ public final class TestStore: Sendable {
 
         var json: [String: Any] {
             var o: [String: Any] = [
-                "originalTransactionId": originalTransactionID, "productId": productID, "autoRenewProductId": productID,
-                "autoRenewStatus": autoRenewStatus, "environment": environment, "signedDate": signedDate,
-                "recentSubscriptionStartDate": signedDate,
+                "originalTransactionId": originalTransactionID, "productId": productID,
+                "autoRenewProductId": autoRenewProductID ?? productID, "autoRenewStatus": autoRenewStatus,
+                "environment": environment, "signedDate": signedDate, "recentSubscriptionStartDate": signedDate,
             ]
             if let gracePeriodExpiresDate { o["gracePeriodExpiresDate"] = gracePeriodExpiresDate }
             if let isInBillingRetryPeriod { o["isInBillingRetryPeriod"] = isInBillingRetryPeriod }
+            if let expirationIntent { o["expirationIntent"] = expirationIntent }
             return o
         }
     }
+
+    /// An app transaction (JWSAppTransaction), as RESCIND_CONSENT's `appData` nests it.
+    public struct AppTransaction: Sendable {
+        public var bundleID: String
+        /// `Production`, `Sandbox`, `Xcode` (the app transaction's `receiptType`).
+        public var receiptType: String
+        public var appAppleID: Int64?
+        public var appTransactionID: String?
+        public var applicationVersion = "1"
+        public var originalApplicationVersion = "1"
+        public var originalPurchaseDate: Int64
+        public var receiptCreationDate: Int64
+
+        public init(bundleID: String, receiptType: String = "Xcode", originalPurchaseDate: Int64, receiptCreationDate: Int64) {
+            self.bundleID = bundleID
+            self.receiptType = receiptType
+            self.originalPurchaseDate = originalPurchaseDate
+            self.receiptCreationDate = receiptCreationDate
+        }
+
+        var json: [String: Any] {
+            var o: [String: Any] = [
+                "bundleId": bundleID, "receiptType": receiptType, "applicationVersion": applicationVersion,
+                "originalApplicationVersion": originalApplicationVersion, "originalPurchaseDate": originalPurchaseDate,
+                "receiptCreationDate": receiptCreationDate, "originalPlatform": "iOS",
+            ]
+            if let appAppleID { o["appAppleId"] = appAppleID }
+            if let appTransactionID { o["appTransactionId"] = appTransactionID }
+            return o
+        }
+    }
+
+    /// A signed app transaction.
+    public func signedAppTransaction(_ a: AppTransaction) throws(Failure) -> String { try signJWS(a.json) }
 
     /// An App Store Server Notification v2, as `{"signedPayload": ...}` carries it.
     public struct Notification: Sendable {
@@ -202,8 +274,19 @@ public final class TestStore: Sendable {
         public var appAppleID: Int64?
         public var transaction: Transaction?
         public var renewal: RenewalInfo?
+        /// Where the app's metadata goes: `data` (with `transaction` and `renewal`), or `appData` (with
+        /// `appTransaction`), as Apple sends RESCIND_CONSENT.
+        public var container: Container
+        /// Nested in `appData` as `signedAppTransactionInfo`; left out when nil.
+        public var appTransaction: AppTransaction?
 
-        /// A new random UUID when `uuid` is nil.
+        /// The object a notification carries the app's metadata in.
+        public enum Container: Sendable {
+            case data
+            case appData
+        }
+
+        /// A new random UUID when `uuid` is nil; `appData` for RESCIND_CONSENT, `data` otherwise.
         public init(
             type: String, subtype: String? = nil, uuid: String? = nil, signedDate: Int64,
             bundleID: String, environment: String = "Xcode"
@@ -214,24 +297,37 @@ public final class TestStore: Sendable {
             self.signedDate = signedDate
             self.bundleID = bundleID
             self.environment = environment
+            container = type == "RESCIND_CONSENT" ? .appData : .data
         }
     }
 
     /// The outer JWS of `n`, with its transaction and renewal info signed and nested the way Apple nests them.
-    public func signedNotification(_ n: Notification) throws(Failure) -> String {
-        var data: [String: Any] = ["bundleId": n.bundleID, "environment": n.environment, "bundleVersion": "1", "status": 1]
-        if let id = n.appAppleID { data["appAppleId"] = id }
-        if var t = n.transaction {
-            if t.signedDate == nil { t.signedDate = n.signedDate }
-            data["signedTransactionInfo"] = try signedTransaction(t)
-        }
-        if let r = n.renewal { data["signedRenewalInfo"] = try signJWS(r.json) }
+    public func signedNotification(_ n: Notification) throws(Failure) -> String { try signJWS(notificationPayload(n)) }
+
+    /// The decoded payload of `n`'s outer JWS (its nested items already signed), for tests that alter it before
+    /// signing it with `signJWS`.
+    public func notificationPayload(_ n: Notification) throws(Failure) -> [String: Any] {
         var payload: [String: Any] = [
-            "notificationType": n.type, "notificationUUID": n.uuid, "version": "2.0",
-            "signedDate": n.signedDate, "data": data,
+            "notificationType": n.type, "notificationUUID": n.uuid, "version": "2.0", "signedDate": n.signedDate,
         ]
         if let subtype = n.subtype { payload["subtype"] = subtype }
-        return try signJWS(payload)
+        switch n.container {
+        case .data:
+            var data: [String: Any] = ["bundleId": n.bundleID, "environment": n.environment, "bundleVersion": "1", "status": 1]
+            if let id = n.appAppleID { data["appAppleId"] = id }
+            if var t = n.transaction {
+                if t.signedDate == nil { t.signedDate = n.signedDate }
+                data["signedTransactionInfo"] = try signedTransaction(t)
+            }
+            if let r = n.renewal { data["signedRenewalInfo"] = try signJWS(r.json) }
+            payload["data"] = data
+        case .appData:
+            var app: [String: Any] = ["bundleId": n.bundleID, "environment": n.environment]
+            if let id = n.appAppleID { app["appAppleId"] = id }
+            if let a = n.appTransaction { app["signedAppTransactionInfo"] = try signedAppTransaction(a) }
+            payload["appData"] = app
+        }
+        return payload
     }
 
     /// The HTTP body Apple posts: `{"signedPayload": "<JWS>"}`.

@@ -32,16 +32,49 @@ public final class AppStoreProofVerifier: ProofVerifier {
     }
 
     /// A verified transaction payload as the rules see it; nil when it lacks what identifies a purchase.
+    /// Names and types follow Apple's JWSTransactionDecodedPayload.
     static func transaction(_ p: TransactionPayload) -> StoreTransaction? {
         guard let id = p.transactionID, !id.isEmpty, let product = p.productID, !product.isEmpty,
             let purchase = p.purchaseDate
         else { return nil }
-        return StoreTransaction(
+        var t = StoreTransaction(
             transactionID: id, originalTransactionID: p.originalTransactionID ?? id, productID: product,
             productKind: p.type.flatMap(Self.kind), purchaseTimeMs: purchase, expiresTimeMs: p.expiresDate ?? 0,
             revocationTimeMs: p.revocationDate ?? 0, quantity: max(1, p.quantity ?? 1),
             environment: Self.environment(p.environment), appAccountToken: p.appAccountToken?.lowercased(),
             bundleID: p.bundleID ?? "", signedTimeMs: p.signedDate ?? 0, revocationReason: p.revocationReason)
+        t.store = .appStore
+        t.ownership = p.inAppOwnershipType == "FAMILY_SHARED" ? .familyShared : .purchased
+        t.upgraded = p.isUpgraded ?? false
+        t.revocationType = Self.revocationType(p.revocationType)
+        t.revocationPercentage = min(max(p.revocationPercentage ?? 0, 0), 100_000)
+        // Apple's price is already in milliunits (thousandths of the currency unit).
+        t.price = PriceFacts(
+            priceMilliunits: p.price ?? 0, currency: p.currency ?? "", storefront: p.storefront ?? "",
+            offerID: p.offerIdentifier ?? "", offerType: p.offerType.map(Self.offerType) ?? "")
+        t.subscriptionGroupID = p.subscriptionGroupIdentifier ?? ""
+        return t
+    }
+
+    /// Apple's revocationType; absent or unknown is `.unspecified` (which the rules treat as a full refund).
+    static func revocationType(_ name: String?) -> RevocationType {
+        switch name {
+        case "REFUND_FULL": .refundFull
+        case "REFUND_PRORATED": .refundProrated
+        case "FAMILY_REVOKE": .familyRevoke
+        default: .unspecified
+        }
+    }
+
+    /// Apple's offerType number as its name; a number Apple adds later as its decimal text.
+    static func offerType(_ n: Int) -> String {
+        switch n {
+        case 1: "INTRODUCTORY_OFFER"
+        case 2: "PROMOTIONAL_OFFER"
+        case 3: "OFFER_CODE"
+        case 4: "WIN_BACK_OFFER"
+        default: String(n)
+        }
     }
 
     public func hasVerifiedChain(signedTransaction jws: String) -> Bool { signedData.hasVerifiedChain(jws) }

@@ -3,9 +3,10 @@ public import Billing
 import Dispatch
 
 /// App Store Server Notifications v2: verifies a posted notification (the outer JWS, then every nested
-/// signed transaction and renewal info, with the chain, OID, date and app rules of proofs) and applies it
-/// through the store in one database transaction with its UUID record. Knows no HTTP: the endpoint maps
-/// the outcome to a status.
+/// signed transaction, renewal info and app transaction, with the chain, OID, date and app rules of proofs,
+/// each for the notification's own environment and bundle id; a UUID; signed dates no further ahead than the
+/// clock skew) and applies it through the store in one database transaction with its UUID record. Knows no
+/// HTTP: the endpoint maps the outcome to a status.
 public final class NotificationProcessor: Sendable {
     /// What became of one delivery.
     public enum Outcome: Sendable, Equatable {
@@ -123,67 +124,172 @@ public final class NotificationProcessor: Sendable {
             return verifyUnknownEnvironment(signed, &summary)
         case .failure(let f): return .failure(.from(f, "signedPayload"))
         }
-        guard let uuid = payload.notificationUUID, !uuid.isEmpty, uuid.utf8.count <= 64,
-            let type = payload.notificationType, !type.isEmpty, type.utf8.count <= 64
-        else {
-            return .failure(Refusal(reason: "RECEIPT_MALFORMED", detail: "the notification lacks notificationUUID or notificationType"))
-        }
-        summary = Summary(uuid: uuid, type: type, subtype: payload.subtype ?? "", environment: payload.environment ?? "")
-        summary.signedTimeMs = payload.signedDate ?? 0
-        let environment = payload.environment.flatMap(AppStoreEnvironment.init(rawValue:))
-        var transaction: StoreTransaction?
-        var renewal: RenewalFact?
-        if let jws = payload.data?.signedTransactionInfo {
-            switch verifier.verifyTransaction(jws) {
-            case .success(let p):
-                guard var t = AppStoreProofVerifier.transaction(p) else {
-                    return .failure(Refusal(reason: "RECEIPT_MALFORMED", detail: "signedTransactionInfo lacks transactionId, productId or purchaseDate"))
+        do throws(Refusal) {
+            let nowMs = clock.nowMilliseconds()
+            let header = try checkHeader(payload, nowMs: nowMs)
+            summary = Summary(uuid: header.uuid, type: header.type, subtype: payload.subtype ?? "", environment: payload.environment ?? "")
+            summary.signedTimeMs = header.signedTimeMs
+            let environment = payload.environment.flatMap(AppStoreEnvironment.init(rawValue:))
+            let transaction = try nestedTransaction(payload, nowMs: nowMs)
+            summary.transactionID = transaction?.transactionID ?? ""
+            let renewal = try nestedRenewal(payload, original: transaction?.originalTransactionID, nowMs: nowMs)
+            try checkNestedAppTransaction(payload)
+            let storeEnvironment: StoreEnvironment? =
+                switch environment {
+                case .production: .production
+                case .sandbox: .sandbox
+                case .xcode, .localTesting: .xcode
+                case nil: nil
                 }
-                if let kind = catalog?.product(t.productID)?.kind { t.productKind = kind }
-                transaction = t
-                summary.transactionID = t.transactionID
-            case .failure(let f): return .failure(.from(f, "signedTransactionInfo"))
-            }
+            return .success(
+                VerifiedNotification(
+                    uuid: header.uuid, type: header.type, subtype: payload.subtype, signedTimeMs: header.signedTimeMs,
+                    environment: storeEnvironment, accepted: environment.map(accepted.contains) ?? false,
+                    transaction: transaction, renewal: renewal, signedPayload: signed))
+        } catch {
+            return .failure(error)
         }
-        if let jws = payload.data?.signedRenewalInfo {
-            switch verifier.verifyRenewalInfo(jws) {
-            case .success(let p):
-                guard let original = p.originalTransactionID ?? transaction?.originalTransactionID else {
-                    return .failure(Refusal(reason: "RECEIPT_MALFORMED", detail: "signedRenewalInfo lacks originalTransactionId"))
-                }
-                renewal = RenewalFact(
-                    originalTransactionID: original, autoRenew: p.autoRenewStatus.map { $0 != 0 },
-                    gracePeriodExpiresTimeMs: p.gracePeriodExpiresDate, signedTimeMs: p.signedDate ?? payload.signedDate ?? 0)
-            case .failure(let f): return .failure(.from(f, "signedRenewalInfo"))
-            }
-        }
-        let storeEnvironment: StoreEnvironment? =
-            switch environment {
-            case .production: .production
-            case .sandbox: .sandbox
-            case .xcode, .localTesting: .xcode
-            case nil: nil
-            }
-        return .success(
-            VerifiedNotification(
-                uuid: uuid, type: type, subtype: payload.subtype, signedTimeMs: payload.signedDate ?? clock.nowMilliseconds(),
-                environment: storeEnvironment, accepted: environment.map(accepted.contains) ?? false,
-                transaction: transaction, renewal: renewal, signedPayload: signed))
     }
 
     /// A notification whose signature and app verified but whose environment is missing or unknown: recorded
-    /// as ignored when it has a UUID, refused otherwise.
+    /// as ignored when its header is sound, refused otherwise. Its nested items are not read.
     private func verifyUnknownEnvironment(_ signed: String, _ summary: inout Summary) -> Result<VerifiedNotification, Refusal> {
         guard let p = NotificationPayload.decodeVerified(signed) else {
             return .failure(Refusal(reason: "RECEIPT_MALFORMED", detail: "signedPayload cannot be decoded"))
         }
-        guard let uuid = p.notificationUUID, !uuid.isEmpty, uuid.utf8.count <= 64, let type = p.notificationType, type.utf8.count <= 64 else {
-            return .failure(Refusal(reason: "RECEIPT_MALFORMED", detail: "the notification lacks notificationUUID or notificationType"))
+        do throws(Refusal) {
+            let header = try checkHeader(p, nowMs: clock.nowMilliseconds())
+            summary = Summary(uuid: header.uuid, type: header.type, subtype: p.subtype ?? "", environment: p.environment ?? "")
+            summary.signedTimeMs = header.signedTimeMs
+            return .success(
+                VerifiedNotification(
+                    uuid: header.uuid, type: header.type, subtype: p.subtype, signedTimeMs: header.signedTimeMs,
+                    environment: nil, accepted: false, transaction: nil, renewal: nil, signedPayload: signed))
+        } catch {
+            return .failure(error)
         }
-        summary = Summary(uuid: uuid, type: type, subtype: p.subtype ?? "", environment: p.environment ?? "")
-        return .success(
-            VerifiedNotification(
-                uuid: uuid, type: type, subtype: p.subtype, signedTimeMs: p.signedDate ?? clock.nowMilliseconds(),
-                environment: nil, accepted: false, transaction: nil, renewal: nil, signedPayload: signed))
+    }
+
+    // MARK: Checks
+
+    /// What identifies and orders a notification, once checked.
+    struct Header {
+        var uuid: String
+        var type: String
+        var signedTimeMs: Int64
+    }
+
+    /// `notificationUUID` is a UUID; `notificationType` is present and short; `signedDate` is a sound time (it
+    /// orders everything the notification carries, so a missing or absurd one is refused, never replaced by the clock).
+    func checkHeader(_ p: NotificationPayload, nowMs: Int64) throws(Refusal) -> Header {
+        guard let uuid = p.notificationUUID, Self.isUUID(uuid) else {
+            throw Refusal(reason: "RECEIPT_MALFORMED", detail: "notificationUUID is missing or not a UUID (8-4-4-12 hexadecimal digits)")
+        }
+        guard let type = p.notificationType, !type.isEmpty, type.utf8.count <= 64 else {
+            throw Refusal(reason: "RECEIPT_MALFORMED", detail: "the notification lacks notificationType")
+        }
+        return Header(uuid: uuid, type: type, signedTimeMs: try signedTime(p.signedDate, "the notification", nowMs: nowMs))
+    }
+
+    /// `data.signedTransactionInfo`, verified, for the notification's environment and app.
+    private func nestedTransaction(_ p: NotificationPayload, nowMs: Int64) throws(Refusal) -> StoreTransaction? {
+        guard let jws = p.data?.signedTransactionInfo else { return nil }
+        let what = "signedTransactionInfo"
+        let payload: TransactionPayload
+        switch verifier.verifyTransaction(jws) {
+        case .success(let v): payload = v
+        case .failure(let f): throw .from(f, what)
+        }
+        try checkEnvironment(payload.environment, what, of: p)
+        try checkBundle(payload.bundleID, what, of: p)
+        _ = try signedTime(payload.signedDate, what, nowMs: nowMs)
+        guard var t = AppStoreProofVerifier.transaction(payload) else {
+            throw Refusal(reason: "RECEIPT_MALFORMED", detail: "\(what) lacks transactionId, productId or purchaseDate")
+        }
+        if let kind = catalog?.product(t.productID)?.kind { t.productKind = kind }
+        return t
+    }
+
+    /// `data.signedRenewalInfo`, verified, for the notification's environment (renewal info names no bundle id).
+    private func nestedRenewal(_ p: NotificationPayload, original: String?, nowMs: Int64) throws(Refusal) -> RenewalFact? {
+        guard let jws = p.data?.signedRenewalInfo else { return nil }
+        let what = "signedRenewalInfo"
+        let info: RenewalInfoPayload
+        switch verifier.verifyRenewalInfo(jws) {
+        case .success(let v): info = v
+        case .failure(let f): throw .from(f, what)
+        }
+        try checkEnvironment(info.environment, what, of: p)
+        let signedMs = try signedTime(info.signedDate, what, nowMs: nowMs)
+        guard let original = info.originalTransactionID ?? original else {
+            throw Refusal(reason: "RECEIPT_MALFORMED", detail: "\(what) lacks originalTransactionId")
+        }
+        return RenewalFact(
+            originalTransactionID: original, autoRenew: info.autoRenewStatus.map { $0 != 0 },
+            gracePeriodExpiresTimeMs: info.gracePeriodExpiresDate, signedTimeMs: signedMs,
+            billingRetry: info.isInBillingRetryPeriod, autoRenewProductID: info.autoRenewProductID)
+    }
+
+    /// RESCIND_CONSENT's `appData.signedAppTransactionInfo`, when present: verified like any nested item (its
+    /// receiptType is its environment); nothing applies it.
+    private func checkNestedAppTransaction(_ p: NotificationPayload) throws(Refusal) {
+        guard let jws = p.appData?.signedAppTransactionInfo else { return }
+        let what = "signedAppTransactionInfo"
+        switch verifier.verifyAppTransaction(jws) {
+        case .success(let a):
+            try checkEnvironment(a.receiptType, what, of: p)
+            try checkBundle(a.bundleID, what, of: p)
+        case .failure(let f): throw .from(f, what)
+        }
+    }
+
+    /// A nested item speaks for the notification's own environment.
+    func checkEnvironment(_ environment: String?, _ what: String, of p: NotificationPayload) throws(Refusal) {
+        guard environment == p.environment else {
+            throw Refusal(
+                reason: "RECEIPT_MALFORMED",
+                detail: "\(what): environment \(environment ?? "(none)") differs from the notification's \(p.environment ?? "(none)")")
+        }
+    }
+
+    /// A nested item speaks for the notification's own app.
+    func checkBundle(_ bundleID: String?, _ what: String, of p: NotificationPayload) throws(Refusal) {
+        guard bundleID == p.bundleID else {
+            throw Refusal(
+                reason: "WRONG_APP", detail: "\(what): bundle id \(bundleID ?? "(none)") differs from the notification's \(p.bundleID ?? "(none)")")
+        }
+    }
+
+    /// `signedMs` when it is a time after 1970 (present, representable) at most `policy.clockSkewMs` after `nowMs`.
+    func signedTime(_ signedMs: Int64?, _ what: String, nowMs: Int64) throws(Refusal) -> Int64 {
+        guard let signedMs, signedMs > 0 else {
+            throw Refusal(reason: "RECEIPT_MALFORMED", detail: "\(what): signedDate is missing or not a time in milliseconds since 1970")
+        }
+        let (latest, overflow) = nowMs.addingReportingOverflow(max(0, policy.clockSkewMs))
+        guard overflow || signedMs <= latest else {
+            throw Refusal(
+                reason: "RECEIPT_MALFORMED",
+                detail: "\(what): signedDate \(signedMs) is more than the clock skew (\(policy.clockSkewMs) ms) after now (\(nowMs))")
+        }
+        return signedMs
+    }
+
+    /// 8-4-4-12 hexadecimal digits (either case), nothing else.
+    static func isUUID(_ s: String) -> Bool {
+        var count = 0
+        for c in s.utf8 {
+            switch count {
+            case 8, 13, 18, 23:
+                guard c == UInt8(ascii: "-") else { return false }
+            default:
+                let lower = c | 0x20
+                guard (c >= UInt8(ascii: "0") && c <= UInt8(ascii: "9")) || (lower >= UInt8(ascii: "a") && lower <= UInt8(ascii: "f")) else {
+                    return false
+                }
+            }
+            count += 1
+            if count > 36 { return false }
+        }
+        return count == 36
     }
 }

@@ -11,9 +11,8 @@ enum SQLiteMigrations {
             try db.execute("BEGIN IMMEDIATE")
             do {
                 try db.execute(steps[version])
-                // Step 3 added the entitlement table: an older database gets it filled in the same transaction.
-                if version == 2 { try SQLLedger(db: db, lastError: ErrorBox()).backfillIfUpgraded(from: current) }
-                // Step 7 changed how an entitlement is computed: an older database's are recomputed with it.
+                // Step 3 added the entitlement table and step 7 changed how an entitlement is computed: a database
+                // from before step 7 gets every entitlement (re)computed from its transactions, in the same transaction.
                 if version == 6 && current >= 1 { try SQLLedger(db: db, lastError: ErrorBox()).recomputeEntitlements() }
                 try db.execute("PRAGMA user_version = \(version + 1)")
                 try db.execute("COMMIT")
@@ -43,9 +42,8 @@ enum PostgresMigrations {
             try db.execute("BEGIN")
             do throws(StorageError) {
                 try db.execute(steps[version])
-                // Step 3 added the entitlement table: an older database gets it filled in the same transaction.
-                if version == 2 { try SQLLedger(db: db, lastError: ErrorBox()).backfillIfUpgraded(from: current) }
-                // Step 7 changed how an entitlement is computed: an older database's are recomputed with it.
+                // Step 3 added the entitlement table and step 7 changed how an entitlement is computed: a database
+                // from before step 7 gets every entitlement (re)computed from its transactions, in the same transaction.
                 if version == 6 && current >= 1 { try SQLLedger(db: db, lastError: ErrorBox()).recomputeEntitlements() }
                 try db.update("INSERT INTO billing_schema_migrations (version) VALUES ($1)", [.int(Int64(version + 1))])
                 try db.execute("COMMIT")

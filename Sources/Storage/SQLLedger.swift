@@ -394,22 +394,8 @@ struct SQLLedger<DB: SQLExecutor>: PurchaseLedger {
         }
     }
 
-    /// After an upgrade from before schema step 3: the entitlement table built from the transactions.
-    func backfillIfUpgraded(from version: Int) throws(StorageError) {
-        guard version >= 1 && version < 3 else { return }
-        do throws(BillingError) {
-            _ = try PurchaseRules.backfillEntitlements(
-                self,
-                context: RuleContext(
-                    nowMs: SystemClock().nowMilliseconds(),
-                    cause: .restorePurchases, catalog: nil))
-        } catch {
-            throw lastError?.error ?? StorageError(code: 0, message: "entitlement backfill: \(error)")
-        }
-    }
-
-    /// After an upgrade from before schema step 7: every entitlement recomputed with the subscription model
-    /// (the current transaction is the one purchased last; upgraded ones grant nothing), without events.
+    /// After an upgrade from before schema step 7 (from before step 3, when the table did not exist, too): every
+    /// entitlement computed from the transactions with the subscription model, without events.
     func recomputeEntitlements() throws(StorageError) {
         do throws(BillingError) {
             _ = try PurchaseRules.backfillEntitlements(

@@ -101,39 +101,4 @@ enum AfterSaleCommands {
         print(JSON.object([("status", String(answer.httpStatus)), ("body", JSON.quote(text))]))
         if answer.httpStatus != 200 { exit(1) }
     }
-
-    /// A signed App Store Server Notification v2 from the test store, printed as the body Apple posts.
-    static func notification(_ options: Options, store: TestStore) throws {
-        guard let type = options.named["type"] else { throw Usage(message: "teststore notification needs --type (REFUND, DID_RENEW, ...)") }
-        guard let environment = TestStoreCommand.environments[options.named["environment"] ?? "xcode"] else {
-            throw Usage(message: "--environment is xcode, sandbox or production")
-        }
-        let signed =
-            try options.named["signed-date"].map { v -> Int64 in
-                guard let n = Int64(v) else { throw Usage(message: "--signed-date takes milliseconds since 1970") }
-                return n
-            } ?? TestStoreCommand.nowMs()
-        var n = TestStore.Notification(
-            type: type, subtype: options.named["subtype"], uuid: options.named["uuid"], signedDate: signed,
-            bundleID: options.named["bundle-id"] ?? "com.example.app", environment: environment)
-        if let id = options.named["app-apple-id"] { n.appAppleID = Int64(id) }
-        if options.named["product"] != nil {
-            // --type names the notification here; the product's type is --product-type.
-            var txOptions = options
-            txOptions.named["type"] = options.named["product-type"]
-            var t = try TestStoreCommand.transaction(txOptions)
-            t.environment = environment
-            t.signedDate = signed
-            n.transaction = t
-            if let status = options.named["auto-renew-status"] ?? (t.type == "Auto-Renewable Subscription" ? "1" : nil) {
-                guard let s = Int(status), s == 0 || s == 1 else { throw Usage(message: "--auto-renew-status is 0 or 1") }
-                var r = TestStore.RenewalInfo(
-                    originalTransactionID: t.originalTransactionID ?? t.transactionID, productID: t.productID,
-                    autoRenewStatus: s, environment: environment, signedDate: signed)
-                if let g = options.named["grace-period-expires-date"] { r.gracePeriodExpiresDate = Int64(g) }
-                n.renewal = r
-            }
-        }
-        print(TestStore.notificationBody(try store.signedNotification(n)))
-    }
 }

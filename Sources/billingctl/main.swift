@@ -15,9 +15,6 @@ let usage = """
       submit-receipt ORDER_ID (--signed-transaction JWS | --app-receipt BASE64) [--transaction-id ID]
       restore --account ID [--app-receipt BASE64] [--signed-transaction JWS ...]
       teststore init [DIR]                            make a local CA (root, intermediate, leaf with Apple's marker OIDs)
-      teststore transaction --product ID [--type non_consumable|consumable|auto_renewable_subscription|non_renewing_subscription]
-            [--bundle-id ID] [--environment xcode|sandbox|production] [--transaction-id ID] [--original-transaction-id ID]
-            [--app-account-token UUID] [--purchase-date MS] [--expires-date MS] [--revocation-date MS] [--quantity N] [--store DIR]
       teststore receipt [--bundle-id ID] [--receipt-type Xcode|ProductionSandbox|Production]
             --purchase PRODUCT:TRANSACTION_ID[:PURCHASE_MS[:EXPIRES_MS]] ... [--store DIR]
       entitlements ACCOUNT [--include-inactive]         GetEntitlements, from the service's own records
@@ -28,9 +25,7 @@ let usage = """
       transaction ID                                     GetTransaction: a transaction (or an original transaction's
             newest), its account and order
       notify URL FILE|-                                  POST an App Store notification body (HTTP/2; https:// for TLS)
-      teststore notification --type TYPE [--subtype S] [--uuid U] [--signed-date MS] [--environment E] [--bundle-id ID]
-            [--app-apple-id N] [--product ID [--product-type T] ... (the transaction flags above)] [--auto-renew-status 0|1]
-            [--grace-period-expires-date MS]          a signed notification, printed as the body Apple posts
+    \(TestStoreCommand.usage)
       demo [--store DIR] [--bundle-id ID] [--product ID]   CreateOrder -> signed purchase -> SubmitReceipt -> retry -> Restore
       load [--mix create=5,get=3,submit=1,receipt=1,restore=1,health=1] [--connections N] [--concurrency N]
             [--requests N] [--duration S] [--rate PER_SECOND] [--max-errors PERCENT] [--json] [--store DIR]
@@ -123,11 +118,7 @@ struct Options {
         "get-order": ["order-id"],
         "submit-receipt": ["order-id", "signed-transaction", "app-receipt", "transaction-id"],
         "restore": ["account", "app-receipt", "signed-transaction"],
-        "teststore": [
-            "store", "product", "type", "bundle-id", "environment", "transaction-id", "original-transaction-id",
-            "app-account-token", "purchase-date", "expires-date", "revocation-date", "quantity", "receipt-type", "purchase",
-            "subtype", "uuid", "signed-date", "product-type", "app-apple-id", "auto-renew-status", "grace-period-expires-date",
-        ],
+        "teststore": TestStoreCommand.flags,
         "entitlements": ["account", "include-inactive"],
         "events": ["after", "account", "limit", "follow"],
         "history": ["account", "limit"],

@@ -57,7 +57,11 @@ struct AfterSale {
         return n
     }
 
+    /// Delivers `n` as Apple would: no earlier than it was signed (the clock moves forward to its signedDate;
+    /// billingd refuses a signedDate beyond its clock skew in the future).
     func notify(_ n: TestStore.Notification) -> NotificationProcessor.Outcome {
+        let ahead = n.signedDate - clock.nowMilliseconds()
+        if ahead > 0 { clock.advance(milliseconds: ahead) }
         let body = Array(TestStore.notificationBody(try! Shop.store.signedNotification(n)).utf8)
         let r: Result<NotificationProcessor.Outcome, BillingError> = wait { done in
             processor.process(body: body) { outcome, _ in done(.success(outcome)) }
@@ -277,7 +281,7 @@ struct AfterSaleTests {
         #expect(
             a.notify(AfterSale.note("DID_FAIL_TO_RENEW", subtype: "GRACE_PERIOD", signed: Shop.now + 59 * day, tx: t1, renewal: grace))
                 == .done(.applied))
-        a.clock.advance(milliseconds: 60 * day)
+        a.clock.advance(milliseconds: Shop.now + 60 * day - a.clock.nowMilliseconds())
         e = try #require(a.entitlements("gina").first)
         #expect(e.active && e.gracePeriodExpiresTimeMs == Shop.now + 75 * day)
         #expect(a.kinds("gina").contains(.billingIssue))
@@ -285,9 +289,11 @@ struct AfterSaleTests {
         #expect(a.entitlements("gina").first?.active == false)
         let inactive: Result<[Billing.Entitlement], BillingError> = wait { a.h.engine.entitlements(accountID: "gina", includeInactive: false, completion: $0) }
         #expect(try inactive.get().isEmpty)
+        // Events say what changed: the late older DID_RENEW and the older status change write nothing; the grace
+        // period's renewal info says auto-renew is on again (RENEWAL_STATUS_CHANGED) and starts billing retry.
         #expect(
             a.kinds("gina") == [
-                .orderCreated, .orderCompleted, .entitlementGranted, .entitlementRenewed, .entitlementRenewed,
+                .orderCreated, .orderCompleted, .entitlementGranted, .entitlementRenewed,
                 .renewalStatusChanged, .renewalStatusChanged, .billingIssue, .entitlementExpired,
             ])
     }
@@ -418,83 +424,192 @@ struct AfterSaleTests {
         #expect(all.allSatisfy { $0.kind == .orderCreated && $0.cause == "create_order" && $0.order?.state == .pending })
     }
 
-    @Test("notifications applied shuffled, with duplicates, end in the same orders, entitlements and event counts as in signedDate order")
+    @Test(
+        "notifications (upgrades, downgrades, family grants, refunds) and restores applied shuffled, with duplicates, end in the same orders and entitlements as in signedDate order; every event agrees with its snapshot"
+    )
     func orderIndependence() throws {
         var rng = SplitMix(seed: 9)
         let inOrder = AfterSale(Backend.all[0]), shuffled = AfterSale(Backend.all[0])
-        var notes: [TestStore.Notification] = []
+        var ops: [Storm.Op] = []
         var orders: [(String, String)] = []
         for i in 0..<40 {
             let account = "acct-\(i % 7)"
             let a = inOrder.h.order(account, product: AfterSale.monthly)
             let b = shuffled.h.order(account, product: AfterSale.monthly)
             orders.append((a.id, b.id))
-            notes += Storm.lifecycle(index: i, token: "TOKEN-\(i)", rng: &rng)
+            ops += Storm.lifecycle(index: i, token: "TOKEN-\(i)", rng: &rng)
         }
-        func resolve(_ n: TestStore.Notification, _ pick: (String, String) -> String) -> TestStore.Notification {
-            var n = n
-            if let token = n.transaction?.appAccountToken, let i = Int(token.dropFirst(6)) { n.transaction?.appAccountToken = pick(orders[i].0, orders[i].1) }
-            return n
+        func resolve(_ t: TestStore.Transaction?, _ pick: (String, String) -> String) -> TestStore.Transaction? {
+            guard var t else { return nil }
+            if let token = t.appAccountToken, let i = Int(token.dropFirst(6)) { t.appAccountToken = pick(orders[i].0, orders[i].1) }
+            return t
         }
-        for n in notes.sorted(by: { $0.signedDate < $1.signedDate }) { _ = inOrder.notify(resolve(n) { a, _ in a }) }
-        var storm = notes + notes.prefix(notes.count / 3)
+        func run(_ op: Storm.Op, on a: AfterSale, _ pick: @escaping (String, String) -> String) {
+            switch op {
+            case .note(var n):
+                n.transaction = resolve(n.transaction, pick)
+                _ = a.notify(n)
+            case .restore(let index, let t):
+                let jws = try! Shop.store.signedTransaction(resolve(t, pick)!)
+                _ = a.h.restore("acct-\(index % 7)", jws: [jws])
+            }
+        }
+        for op in ops.sorted(by: { $0.signedDate < $1.signedDate }) { run(op, on: inOrder) { a, _ in a } }
+        var storm = ops + ops.prefix(ops.count / 3)
         storm.shuffle(using: &rng)
-        for n in storm { _ = shuffled.notify(resolve(n) { _, b in b }) }
-        for (a, b) in orders { #expect(inOrder.h.get(a).state == shuffled.h.get(b).state) }
-        for i in 0..<7 {
-            let x = inOrder.entitlements("acct-\(i)").map {
-                ($0.originalTransactionID, $0.latestTransactionID, $0.expiresTimeMs, $0.active, $0.autoRenew, $0.revocationTimeMs)
-            }
-            let y = shuffled.entitlements("acct-\(i)").map {
-                ($0.originalTransactionID, $0.latestTransactionID, $0.expiresTimeMs, $0.active, $0.autoRenew, $0.revocationTimeMs)
-            }
-            #expect(x.count == y.count && zip(x, y).allSatisfy { $0 == $1 })
+        for op in storm { run(op, on: shuffled) { _, b in b } }
+        // Both clocks end at the newest signedDate; entitlements are compared as of then.
+        #expect(inOrder.clock.nowMilliseconds() == shuffled.clock.nowMilliseconds())
+        for (a, b) in orders {
+            let x = inOrder.h.get(a), y = shuffled.h.get(b)
+            #expect(x.state == y.state && x.refundedQuantity == y.refundedQuantity && x.transactionID == y.transactionID)
         }
-        #expect(inOrder.events().count == shuffled.events().count)
-        // The same events, kind by kind: GRANTED vs RENEWED must not depend on which notification arrived first.
-        func tally(_ a: AfterSale) -> [Int: Int] { Dictionary(a.kinds().map { ($0.rawValue, 1) }, uniquingKeysWith: +) }
-        #expect(tally(inOrder) == tally(shuffled))
+        var states = Set<Billing.EntitlementState>()
+        for i in 0..<7 {
+            func view(_ e: Billing.Entitlement) -> String {
+                "\(e.originalTransactionID) \(e.productID) \(e.latestTransactionID) \(e.expiresTimeMs) \(e.state) \(e.autoRenew) "
+                    + "\(e.revocationTimeMs) \(e.pendingProductID) \(e.ownership) \(e.gracePeriodExpiresTimeMs)"
+            }
+            let x = inOrder.entitlements("acct-\(i)").map(view), y = shuffled.entitlements("acct-\(i)").map(view)
+            #expect(x == y)
+            states.formUnion(inOrder.entitlements("acct-\(i)").map(\.state))
+        }
+        // The storm reaches the interesting states, not only ACTIVE.
+        #expect(states.contains(.revoked) && states.contains(.expired) && states.contains(.active))
+        #expect(inOrder.entitlements("acct-0").count + inOrder.entitlements("acct-1").count > 2)
+        #expect(Storm.violations(inOrder.events()).isEmpty, "\(Storm.violations(inOrder.events()).prefix(3))")
+        #expect(Storm.violations(shuffled.events()).isEmpty, "\(Storm.violations(shuffled.events()).prefix(3))")
     }
 }
 
-/// Notification lifecycles for storms: a purchase, renewals, maybe a refund of the first, status changes.
+/// Notification lifecycles for storms: a purchase, renewals, maybe an upgrade or a downgrade, a refund of the
+/// first, status changes, expiry, and sometimes a Family Sharing grant taken back.
 enum Storm {
-    static func lifecycle(index i: Int, token: String, rng: inout SplitMix) -> [TestStore.Notification] {
+    static let premium = "com.example.pro.premium"
+    static let basic = "com.example.pro.basic"
+
+    /// A notification, or a restore of one signed transaction by the lifecycle's account (how an isUpgraded copy
+    /// reaches billingd: from the device).
+    enum Op {
+        case note(TestStore.Notification)
+        case restore(index: Int, TestStore.Transaction)
+
+        var signedDate: Int64 {
+            switch self {
+            case .note(let n): n.signedDate
+            case .restore(_, let t): t.signedDate ?? 0
+            }
+        }
+    }
+
+    static func lifecycle(index i: Int, token: String, rng: inout SplitMix) -> [Op] {
         let day: Int64 = 86_400_000
         let original = "st-\(i)-0"
         var t = Shop.now + Int64(i) * 1000
-        var notes: [TestStore.Notification] = []
-        let first = AfterSale.tx(
-            original, product: AfterSale.monthly, type: AfterSale.sub, original: original, token: token,
-            purchase: t, expires: t + 30 * day, signed: t)
-        notes.append(AfterSale.note("SUBSCRIBED", subtype: "INITIAL_BUY", signed: t, tx: first))
+        var ops: [Op] = []
+        func tx(_ id: String, _ product: String, purchase: Int64, original: String = original) -> TestStore.Transaction {
+            var x = AfterSale.tx(
+                id, product: product, type: AfterSale.sub, original: original, token: token, purchase: purchase,
+                expires: purchase + 30 * day, signed: purchase)
+            x.subscriptionGroupIdentifier = "20000001"
+            return x
+        }
+        let first = tx(original, AfterSale.monthly, purchase: t)
+        ops.append(.note(AfterSale.note("SUBSCRIBED", subtype: "INITIAL_BUY", signed: t, tx: first)))
         let renewals = Int.random(in: 0...3, using: &rng)
         var last = first
         for r in 1...max(1, renewals) where renewals > 0 {
             t += 30 * day
-            last = AfterSale.tx(
-                "st-\(i)-\(r)", product: AfterSale.monthly, type: AfterSale.sub, original: original, token: token,
-                purchase: t, expires: t + 30 * day, signed: t)
-            notes.append(AfterSale.note("DID_RENEW", signed: t, tx: last))
+            last = tx("st-\(i)-\(r)", AfterSale.monthly, purchase: t)
+            ops.append(.note(AfterSale.note("DID_RENEW", signed: t, tx: last)))
+        }
+        switch Int.random(in: 0..<4, using: &rng) {
+        case 0:
+            // Upgrade mid-period: the new product at once; the old transaction re-signed isUpgraded reaches
+            // billingd later from the device.
+            t += 10 * day
+            let up = tx("st-\(i)-up", premium, purchase: t)
+            var info = TestStore.RenewalInfo(originalTransactionID: original, productID: premium, signedDate: t)
+            info.autoRenewProductID = premium
+            ops.append(.note(AfterSale.note("DID_CHANGE_RENEWAL_PREF", subtype: "UPGRADE", signed: t, tx: up, renewal: info)))
+            var flagged = last
+            flagged.isUpgraded = true
+            flagged.signedDate = t + 1
+            ops.append(.restore(index: i, flagged))
+            last = up
+        case 1:
+            // Downgrade: pending until the renewal, which brings the cheaper product.
+            t += 1000
+            var info = TestStore.RenewalInfo(originalTransactionID: original, productID: AfterSale.monthly, signedDate: t)
+            info.autoRenewProductID = basic
+            ops.append(.note(AfterSale.note("DID_CHANGE_RENEWAL_PREF", subtype: "DOWNGRADE", signed: t, tx: last, renewal: info)))
+            t = last.purchaseDate + 30 * day
+            last = tx("st-\(i)-down", basic, purchase: t)
+            var renewed = TestStore.RenewalInfo(originalTransactionID: original, productID: basic, signedDate: t)
+            renewed.autoRenewProductID = basic
+            ops.append(.note(AfterSale.note("DID_RENEW", signed: t, tx: last, renewal: renewed)))
+        default: break
         }
         if Int.random(in: 0..<3, using: &rng) == 0 {
             t += 1000
             var refunded = first
             refunded.revocationDate = t
             refunded.revocationReason = 0
+            refunded.revocationType = "REFUND_FULL"
             refunded.signedDate = t
-            notes.append(AfterSale.note("REFUND", signed: t, tx: refunded))
+            ops.append(.note(AfterSale.note("REFUND", signed: t, tx: refunded)))
         }
         if Bool.random(using: &rng) {
             t += 1000
-            let info = TestStore.RenewalInfo(originalTransactionID: original, productID: AfterSale.monthly, autoRenewStatus: 0, signedDate: t)
-            notes.append(AfterSale.note("DID_CHANGE_RENEWAL_STATUS", subtype: "AUTO_RENEW_DISABLED", signed: t, tx: last, renewal: info))
+            var info = TestStore.RenewalInfo(originalTransactionID: original, productID: last.productID, autoRenewStatus: 0, signedDate: t)
+            info.autoRenewProductID = last.productID
+            ops.append(.note(AfterSale.note("DID_CHANGE_RENEWAL_STATUS", subtype: "AUTO_RENEW_DISABLED", signed: t, tx: last, renewal: info)))
         }
         if Int.random(in: 0..<4, using: &rng) == 0 {
             t += 1000
-            notes.append(AfterSale.note("EXPIRED", subtype: "VOLUNTARY", signed: t, tx: last))
+            ops.append(.note(AfterSale.note("EXPIRED", subtype: "VOLUNTARY", signed: t, tx: last)))
         }
-        return notes
+        if Int.random(in: 0..<4, using: &rng) == 0 {
+            // A Family Sharing grant of another subscription to the same account, later taken back.
+            let base = Shop.now + Int64(i) * 1000 + 500
+            var shared = tx("st-\(i)-fam", AfterSale.monthly, purchase: base, original: "st-\(i)-fam")
+            shared.inAppOwnershipType = "FAMILY_SHARED"
+            ops.append(.note(AfterSale.note("SUBSCRIBED", subtype: "INITIAL_BUY", signed: base, tx: shared)))
+            var revoked = shared
+            revoked.revocationDate = base + 5 * day
+            revoked.revocationType = "FAMILY_REVOKE"
+            revoked.signedDate = base + 5 * day
+            ops.append(.note(AfterSale.note("REVOKE", signed: base + 5 * day, tx: revoked)))
+        }
+        return ops
+    }
+
+    /// Events whose type does not agree with their snapshot, or that repeat what was already said: a REVOKED that
+    /// is not revoked, a second GRANTED for one account and entitlement, a RENEWED whose expiry did not move
+    /// forward, a PRODUCT_CHANGED whose product did not change, an EXPIRED that still grants access.
+    static func violations(_ events: [EventRecord]) -> [String] {
+        var bad: [String] = []
+        // Per entitlement: the change seen last (one change may write several events with one snapshot) and the
+        // snapshot from before it.
+        var last: [String: (change: String, before: Billing.Entitlement?, after: Billing.Entitlement)] = [:]
+        var granted = Set<String>()
+        for e in events {
+            guard let snap = e.entitlement else { continue }
+            let key = e.accountID + "|" + snap.originalTransactionID
+            let change = "\(e.cause)|\(e.notificationUUID ?? "")|\(e.timeMs)|\(e.transactionID ?? "")"
+            let before = last[key].map { $0.change == change ? $0.before : $0.after } ?? nil
+            switch e.kind {
+            case .entitlementRevoked where snap.state != .revoked: bad.append("REVOKED not revoked at \(e.cursor)")
+            case .entitlementGranted where !granted.insert(key).inserted: bad.append("second GRANTED at \(e.cursor)")
+            case .entitlementRenewed where before.map({ snap.expiresTimeMs <= $0.expiresTimeMs }) ?? false:
+                bad.append("RENEWED without a later expiry at \(e.cursor)")
+            case .entitlementProductChanged where before?.productID == snap.productID: bad.append("PRODUCT_CHANGED same product at \(e.cursor)")
+            case .entitlementExpired where snap.active: bad.append("EXPIRED but active at \(e.cursor)")
+            default: break
+            }
+            last[key] = (change, before, snap)
+        }
+        return bad
     }
 }
 
