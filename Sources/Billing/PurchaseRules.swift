@@ -8,7 +8,8 @@ public protocol PurchaseLedger {
     func reassign(transactionID: String, accountID: String, orderID: String?) throws(BillingError)
     /// Changes only who owns a known transaction (restore under `transfer`); the order it paid stays.
     func transfer(transactionID: String, to accountID: String) throws(BillingError)
-    /// Stores what a newer signed view may change: expiry, revocation and its reason, the signed date.
+    /// Stores what a newer signed view may change: expiry, revocation (time, reason, type, percentage), ownership,
+    /// `upgraded`, the signed date.
     func update(_ transaction: StoreTransaction) throws(BillingError)
     /// Moves a pending order to the completed state `order` describes (its transaction, environment, time).
     /// Throws `orderNotPending` with the real state when another writer moved it first.
@@ -269,6 +270,7 @@ public enum PurchaseRules {
             next.revocationReason = t.revocationReason
             next.revocationType = t.revocationType
             next.revocationPercentage = t.revocationPercentage
+            next.ownership = t.ownership
             next.signedTimeMs = t.signedTimeMs
         }
         next.upgraded = old.upgraded || t.upgraded

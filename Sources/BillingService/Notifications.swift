@@ -188,7 +188,8 @@ public final class NotificationProcessor: Sendable {
         guard let type = p.notificationType, !type.isEmpty, type.utf8.count <= 64 else {
             throw Refusal(reason: "RECEIPT_MALFORMED", detail: "the notification lacks notificationType")
         }
-        return Header(uuid: uuid, type: type, signedTimeMs: try signedTime(p.signedDate, "the notification", nowMs: nowMs))
+        // Lowercase, as Apple writes them: a redelivery in another case is the same notification.
+        return Header(uuid: uuid.lowercased(), type: type, signedTimeMs: try signedTime(p.signedDate, "the notification", nowMs: nowMs))
     }
 
     /// `data.signedTransactionInfo`, verified, for the notification's environment and app.

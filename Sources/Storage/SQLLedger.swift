@@ -124,11 +124,11 @@ struct SQLLedger<DB: SQLExecutor>: PurchaseLedger {
         try run { () throws(StorageError) in
             try db.update(
                 "UPDATE transactions SET expires_time_ms = $1, revocation_time_ms = $2, revocation_reason = $3, signed_time_ms = $4, "
-                    + "upgraded = $5, revocation_type = $6, revocation_percentage = $7 WHERE transaction_id = $8",
+                    + "upgraded = $5, revocation_type = $6, revocation_percentage = $7, ownership = $8 WHERE transaction_id = $9",
                 [
                     .int(t.expiresTimeMs), .int(t.revocationTimeMs), t.revocationReason.map { .int(Int64($0)) } ?? .null,
                     .int(t.signedTimeMs), .int(t.upgraded ? 1 : 0), .int(Int64(t.revocationType.rawValue)),
-                    .int(Int64(t.revocationPercentage)), .text(t.transactionID),
+                    .int(Int64(t.revocationPercentage)), .int(Int64(t.ownership.rawValue)), .text(t.transactionID),
                 ])
         }
     }

@@ -308,6 +308,26 @@ struct SubscriptionRulesTests {
         #expect(restored.map(\.ownership) == [.familyShared] && restored.allSatisfy(\.active))
     }
 
+    @Test(
+        "a Family Sharing grant that paid an order before ownership was recorded (an upgraded database): its REVOKE leaves the order paid",
+        arguments: Backend.all)
+    func familyRevokeOfLegacyPayment(_ backend: Backend) throws {
+        let s = Subs(backend)
+        defer { s.store.close() }
+        // The release before the subscription model let a family member's copy pay an order; upgraded, it reads PURCHASED.
+        let t = S.sub("lf1", S.premiumMonthly, original: "lf1", purchase: S.now - 1000, expires: S.now + 30 * S.day)
+        let o = s.subscribe("kid", t)
+        let start = s.cursor
+        var revoked = S.revoked(t, at: S.now + 1000, type: .familyRevoke)
+        revoked.ownership = .familyShared
+        revoked.appAccountToken = o.id
+        s.notify("REVOKE", signed: S.now + 1000, tx: revoked)
+        // No money moved: the order stays COMPLETED; the grant is gone; the transaction now says FAMILY_SHARED.
+        #expect(s.get(o.id).state == .completed && s.get(o.id).refundedQuantity == 0)
+        #expect(s.one("kid").state == .revoked && s.one("kid").ownership == .familyShared)
+        #expect(s.kinds(after: start) == [.entitlementRevoked])
+    }
+
     @Test("prorated refunds refund part of a consumable order; a full refund all of it", arguments: Backend.all)
     func proratedConsumable(_ backend: Backend) throws {
         let s = Subs(backend)
