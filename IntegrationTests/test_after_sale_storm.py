@@ -426,7 +426,7 @@ def list_events(stub):
         cursor = page.next_cursor
 
 
-Event = collections.namedtuple("Event", "cursor type account order order_state original expires state active cause")
+Event = collections.namedtuple("Event", "cursor type account order order_state original expires state active cause change")
 
 
 def event_row(e):
@@ -434,7 +434,7 @@ def event_row(e):
     o, x = e.order, e.entitlement
     return Event(e.cursor, pb.EventType.Name(e.type)[len("EVENT_TYPE_"):], e.account_id, o.order_id,
                  pb.OrderState.Name(o.state), x.original_transaction_id, x.expires_time_ms,
-                 pb.EntitlementState.Name(x.state), x.active, e.cause)
+                 pb.EntitlementState.Name(x.state), x.active, e.cause, (e.cause, e.notification_uuid, e.time_ms))
 
 
 def snapshot(stub, order_ids, plan):
@@ -464,11 +464,12 @@ def check_invariants(name, snap, order_ids):
     stores model them": an event says what changed, and its snapshot agrees with its type):
     - ENTITLEMENT_REVOKED carries a REVOKED entitlement, ENTITLEMENT_GRANTED an active one; `active` agrees with `state`;
     - ENTITLEMENT_GRANTED at most once per account and original transaction;
-    - ENTITLEMENT_RENEWED only when the expiry moved forward from the previous snapshot of that entitlement;
+    - ENTITLEMENT_RENEWED only when the expiry moved forward from the snapshot of that entitlement before the change
+      (the events of one change, e.g. PRODUCT_CHANGED and RENEWED of one renewal, carry the same snapshot);
     - per order: CREATED first; COMPLETED once from PENDING (the purchase), and again only after REFUNDED (a
       reversal); REFUNDED only from COMPLETED; each order event's snapshot in the state it moved to."""
     granted = collections.Counter()
-    previous = {}
+    before, last = {}, {}
     orders, purchases = {}, collections.Counter()
     problems = []
     for e in snap["events"]:
@@ -484,9 +485,11 @@ def check_invariants(name, snap, order_ids):
                     problems.append(("GRANTED twice", e))
                 if not e.active:
                     problems.append(("GRANTED inactive", e))
-            if e.type == "ENTITLEMENT_RENEWED" and (key not in previous or e.expires <= previous[key].expires):
-                problems.append(("RENEWED without a later expiry", previous.get(key), e))
-            previous[key] = e
+            if key in last and last[key].change != e.change:
+                before[key] = last[key]
+            if e.type == "ENTITLEMENT_RENEWED" and (key not in before or e.expires <= before[key].expires):
+                problems.append(("RENEWED without a later expiry", before.get(key), e))
+            last[key] = e
             continue
         state = orders.get(e.order)
         moves = {"ORDER_CREATED": ({None}, "ORDER_STATE_PENDING"),

@@ -187,9 +187,12 @@ struct SQLLedger<DB: SQLExecutor>: PurchaseLedger {
                     [.text(accountID), .int(Int64(limit))], { Self.decode($0) })
             }
             return try db.query(
-                "SELECT \(Self.columns) FROM transactions WHERE account_id = $1 AND (purchase_time_ms < $2 OR (purchase_time_ms = $3 AND transaction_id < $4)) "
-                    + "ORDER BY purchase_time_ms DESC, transaction_id DESC LIMIT $5",
-                [.text(accountID), .int(after.purchaseTimeMs), .int(after.purchaseTimeMs), .text(after.transactionID), .int(Int64(limit))],
+                // A row value, so that both planners seek the history index to the cursor (an OR of the two
+                // conditions scanned every earlier page's rows: +60 us a page on SQLite, a filter on PostgreSQL's
+                // generic plan).
+                "SELECT \(Self.columns) FROM transactions WHERE account_id = $1 AND (purchase_time_ms, transaction_id) < ($2, $3) "
+                    + "ORDER BY purchase_time_ms DESC, transaction_id DESC LIMIT $4",
+                [.text(accountID), .int(after.purchaseTimeMs), .text(after.transactionID), .int(Int64(limit))],
                 { Self.decode($0) })
         }
     }

@@ -465,7 +465,9 @@ struct SubscriptionRulesTests {
         var ids: [String] = []
         for i in 0..<5 {
             let o = s.order("kim", S.coins)
-            var t = S.item("h\(i)", S.coins, kind: .consumable, token: o.id, purchase: S.now - Int64(10 - i) * 1000)
+            // h2 and h3 share a purchase time (ties go by transaction id), on both sides of a page boundary.
+            let offsets: [Int64] = [10, 9, 8, 8, 6]
+            var t = S.item("h\(i)", S.coins, kind: .consumable, token: o.id, purchase: S.now - offsets[i] * 1000)
             t.price = PriceFacts(priceMilliunits: 990 + Int64(i), currency: "EUR", storefront: "DEU", offerID: "", offerType: "")
             _ = try s.submit(o.id, t).get()
             ids.append("h\(i)")
@@ -473,6 +475,7 @@ struct SubscriptionRulesTests {
         let first: Result<[OwnedTransaction], BillingError> = wait { s.store.history(accountID: "kim", after: nil, limit: 3, completion: $0) }
         let page1 = try first.get()
         #expect(page1.map(\.transaction.transactionID) == ["h4", "h3", "h2"])
+        #expect(page1[1].transaction.purchaseTimeMs == page1[2].transaction.purchaseTimeMs)
         #expect(page1[0].transaction.price == PriceFacts(priceMilliunits: 994, currency: "EUR", storefront: "DEU"))
         let last = page1.last!.transaction
         let second: Result<[OwnedTransaction], BillingError> = wait {
