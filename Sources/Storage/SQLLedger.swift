@@ -38,24 +38,12 @@ struct SQLLedger<DB: SQLExecutor>: PurchaseLedger {
     /// What the job changed, for the store to act on after COMMIT (order cache, feed followers).
     var log: LedgerLog? = nil
 
-    static var columns: String {
-        "transaction_id, original_transaction_id, account_id, order_id, product_id, product_kind, purchase_time_ms, expires_time_ms, "
-            + "revocation_time_ms, quantity, environment, app_account_token, bundle_id, signed_time_ms, revocation_reason, "
-            + "store, ownership, upgraded, revocation_type, revocation_percentage, price_milliunits, currency, storefront, offer_id, "
-            + "offer_type, subscription_group_id"
-    }
-    static var entitlementColumns: String {
-        "account_id, entitlement_key, product_id, product_kind, original_transaction_id, latest_transaction_id, "
-            + "purchase_time_ms, expires_time_ms, revocation_time_ms, grace_period_expires_ms, auto_renew, environment, order_id, ended, "
-            + "upgraded, billing_retry, ownership, store, subscription_group_id, pending_product_id"
-    }
-    static var eventColumns: String {
-        "feed_cursor, event_type, time_ms, account_id, cause, notification_uuid, transaction_id, order_snapshot, entitlement_snapshot"
-    }
-    static var insertEvent: String {
-        "INSERT INTO events (event_type, time_ms, account_id, cause, notification_uuid, transaction_id, order_snapshot, "
-            + "entitlement_snapshot) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
-    }
+    // The statements are built once (LedgerSQL): building a 26-column INSERT and its placeholders per call cost
+    // about 46,000 instructions per notification (callgrind).
+    static var columns: String { LedgerSQL.transactionColumns }
+    static var entitlementColumns: String { LedgerSQL.entitlementColumns }
+    static var eventColumns: String { LedgerSQL.eventColumns }
+    static var insertEvent: String { LedgerSQL.insertEvent }
 
     @discardableResult
     private func run<T>(_ body: () throws(StorageError) -> T) throws(BillingError) -> T {
@@ -79,7 +67,7 @@ struct SQLLedger<DB: SQLExecutor>: PurchaseLedger {
         try run { () throws(StorageError) in
             // PostgreSQL: lock the row, so a completion and a restore of one transaction serialize.
             try db.query(
-                "SELECT \(Self.columns) FROM transactions WHERE transaction_id = $1" + forUpdate,
+                lockOrders ? LedgerSQL.transactionByIDForUpdate : LedgerSQL.transactionByID,
                 [.text(transactionID)], { Self.decode($0) }
             ).first
         }
@@ -89,7 +77,7 @@ struct SQLLedger<DB: SQLExecutor>: PurchaseLedger {
         let t = o.transaction
         try run { () throws(StorageError) in
             try db.update(
-                "INSERT INTO transactions (\(Self.columns)) VALUES (\(Self.placeholders(26)))",
+                LedgerSQL.insertTransaction,
                 [
                     .text(t.transactionID), .text(t.originalTransactionID), .text(o.accountID), o.orderID.map { .text($0) } ?? .null,
                     .text(t.productID), t.productKind.map { .text($0.rawValue) } ?? .null, .int(t.purchaseTimeMs), .int(t.expiresTimeMs),
@@ -104,7 +92,7 @@ struct SQLLedger<DB: SQLExecutor>: PurchaseLedger {
     }
 
     /// `$1, $2, ... $n`.
-    static func placeholders(_ n: Int) -> String { (1...n).map { "$\($0)" }.joined(separator: ", ") }
+    static func placeholders(_ n: Int) -> String { LedgerSQL.placeholders(n) }
 
     func reassign(transactionID: String, accountID: String, orderID: String?) throws(BillingError) {
         try run { () throws(StorageError) in
@@ -183,15 +171,11 @@ struct SQLLedger<DB: SQLExecutor>: PurchaseLedger {
         try run { () throws(StorageError) in
             guard let after else {
                 return try db.query(
-                    "SELECT \(Self.columns) FROM transactions WHERE account_id = $1 ORDER BY purchase_time_ms DESC, transaction_id DESC LIMIT $2",
+                    LedgerSQL.historyFirst,
                     [.text(accountID), .int(Int64(limit))], { Self.decode($0) })
             }
             return try db.query(
-                // A row value, so that both planners seek the history index to the cursor (an OR of the two
-                // conditions scanned every earlier page's rows: +60 us a page on SQLite, a filter on PostgreSQL's
-                // generic plan).
-                "SELECT \(Self.columns) FROM transactions WHERE account_id = $1 AND (purchase_time_ms, transaction_id) < ($2, $3) "
-                    + "ORDER BY purchase_time_ms DESC, transaction_id DESC LIMIT $4",
+                LedgerSQL.historyNext,
                 [.text(accountID), .int(after.purchaseTimeMs), .text(after.transactionID), .int(Int64(limit))],
                 { Self.decode($0) })
         }
@@ -208,14 +192,14 @@ struct SQLLedger<DB: SQLExecutor>: PurchaseLedger {
 
     func transactions(accountID: String) throws(BillingError) -> [OwnedTransaction] {
         try run { () throws(StorageError) in
-            try db.query("SELECT \(Self.columns) FROM transactions WHERE account_id = $1 ORDER BY transaction_id", [.text(accountID)], { Self.decode($0) })
+            try db.query(LedgerSQL.transactionsByAccount, [.text(accountID)], { Self.decode($0) })
         }
     }
 
     func transactions(originalTransactionID: String) throws(BillingError) -> [OwnedTransaction] {
         try run { () throws(StorageError) in
             try db.query(
-                "SELECT \(Self.columns) FROM transactions WHERE original_transaction_id = $1 ORDER BY transaction_id",
+                LedgerSQL.transactionsByOriginal,
                 [.text(originalTransactionID)], { Self.decode($0) })
         }
     }
@@ -223,7 +207,7 @@ struct SQLLedger<DB: SQLExecutor>: PurchaseLedger {
     func entitlement(accountID: String, key: String) throws(BillingError) -> EntitlementRecord? {
         try run { () throws(StorageError) in
             try db.query(
-                "SELECT \(Self.entitlementColumns) FROM entitlements WHERE account_id = $1 AND entitlement_key = $2" + forUpdate,
+                lockOrders ? LedgerSQL.entitlementForUpdate : LedgerSQL.entitlement,
                 [.text(accountID), .text(key)], { Self.decodeEntitlement($0) }
             ).first ?? nil
         }
@@ -232,7 +216,7 @@ struct SQLLedger<DB: SQLExecutor>: PurchaseLedger {
     func entitlements(accountID: String) throws(BillingError) -> [EntitlementRecord] {
         try run { () throws(StorageError) in
             try db.query(
-                "SELECT \(Self.entitlementColumns) FROM entitlements WHERE account_id = $1 ORDER BY entitlement_key",
+                LedgerSQL.entitlementsByAccount,
                 [.text(accountID)], { Self.decodeEntitlement($0) }
             ).compactMap { $0 }
         }
@@ -242,7 +226,7 @@ struct SQLLedger<DB: SQLExecutor>: PurchaseLedger {
         try run { () throws(StorageError) in
             try db.update("DELETE FROM entitlements WHERE account_id = $1 AND entitlement_key = $2", [.text(e.accountID), .text(e.key)])
             try db.update(
-                "INSERT INTO entitlements (\(Self.entitlementColumns)) VALUES (\(Self.placeholders(20)))",
+                LedgerSQL.insertEntitlement,
                 [
                     .text(e.accountID), .text(e.key), .text(e.productID), .text(e.productKind.rawValue), .text(e.originalTransactionID),
                     .text(e.latestTransactionID), .int(e.purchaseTimeMs), .int(e.expiresTimeMs), .int(e.revocationTimeMs),
@@ -351,11 +335,11 @@ struct SQLLedger<DB: SQLExecutor>: PurchaseLedger {
         try run { () throws(StorageError) in
             if let accountID {
                 return try db.query(
-                    "SELECT \(Self.eventColumns) FROM events WHERE account_id = $1 AND feed_cursor > $2 ORDER BY feed_cursor LIMIT $3",
+                    LedgerSQL.eventsByAccount,
                     [.text(accountID), .int(Int64(clamping: cursor)), .int(Int64(limit))], { Self.decodeEvent($0) })
             }
             return try db.query(
-                "SELECT \(Self.eventColumns) FROM events WHERE feed_cursor > $1 ORDER BY feed_cursor LIMIT $2",
+                LedgerSQL.events,
                 [.int(Int64(clamping: cursor)), .int(Int64(limit))], { Self.decodeEvent($0) })
         }
     }
@@ -463,4 +447,46 @@ final class ErrorBox {
 final class LedgerLog {
     var orders: [Order] = []
     var events = 0
+}
+
+/// The ledger's statements, built once (a generic type cannot hold stored statics). Values are always bound.
+enum LedgerSQL {
+    static let transactionColumns =
+        "transaction_id, original_transaction_id, account_id, order_id, product_id, product_kind, purchase_time_ms, expires_time_ms, "
+        + "revocation_time_ms, quantity, environment, app_account_token, bundle_id, signed_time_ms, revocation_reason, "
+        + "store, ownership, upgraded, revocation_type, revocation_percentage, price_milliunits, currency, storefront, offer_id, "
+        + "offer_type, subscription_group_id"
+    static let entitlementColumns =
+        "account_id, entitlement_key, product_id, product_kind, original_transaction_id, latest_transaction_id, "
+        + "purchase_time_ms, expires_time_ms, revocation_time_ms, grace_period_expires_ms, auto_renew, environment, order_id, ended, "
+        + "upgraded, billing_retry, ownership, store, subscription_group_id, pending_product_id"
+    static let eventColumns =
+        "feed_cursor, event_type, time_ms, account_id, cause, notification_uuid, transaction_id, order_snapshot, entitlement_snapshot"
+    static let insertEvent =
+        "INSERT INTO events (event_type, time_ms, account_id, cause, notification_uuid, transaction_id, order_snapshot, "
+        + "entitlement_snapshot) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
+
+    static let transactionByID = "SELECT \(transactionColumns) FROM transactions WHERE transaction_id = $1"
+    static let transactionByIDForUpdate = transactionByID + " FOR UPDATE"
+    static let insertTransaction = "INSERT INTO transactions (\(transactionColumns)) VALUES (\(placeholders(26)))"
+    static let historyFirst =
+        "SELECT \(transactionColumns) FROM transactions WHERE account_id = $1 ORDER BY purchase_time_ms DESC, transaction_id DESC LIMIT $2"
+    /// A row value, so that both planners seek the history index to the cursor (an OR of the two conditions
+    /// scanned every earlier page's rows: +60 us a page on SQLite, a filter on PostgreSQL's generic plan).
+    static let historyNext =
+        "SELECT \(transactionColumns) FROM transactions WHERE account_id = $1 AND (purchase_time_ms, transaction_id) < ($2, $3) "
+        + "ORDER BY purchase_time_ms DESC, transaction_id DESC LIMIT $4"
+    static let transactionsByAccount = "SELECT \(transactionColumns) FROM transactions WHERE account_id = $1 ORDER BY transaction_id"
+    static let transactionsByOriginal =
+        "SELECT \(transactionColumns) FROM transactions WHERE original_transaction_id = $1 ORDER BY transaction_id"
+    static let entitlement = "SELECT \(entitlementColumns) FROM entitlements WHERE account_id = $1 AND entitlement_key = $2"
+    static let entitlementForUpdate = entitlement + " FOR UPDATE"
+    static let entitlementsByAccount = "SELECT \(entitlementColumns) FROM entitlements WHERE account_id = $1 ORDER BY entitlement_key"
+    static let insertEntitlement = "INSERT INTO entitlements (\(entitlementColumns)) VALUES (\(placeholders(20)))"
+    static let eventsByAccount =
+        "SELECT \(eventColumns) FROM events WHERE account_id = $1 AND feed_cursor > $2 ORDER BY feed_cursor LIMIT $3"
+    static let events = "SELECT \(eventColumns) FROM events WHERE feed_cursor > $1 ORDER BY feed_cursor LIMIT $2"
+
+    /// `$1, $2, ... $n`.
+    static func placeholders(_ n: Int) -> String { (1...n).map { "$\($0)" }.joined(separator: ", ") }
 }
