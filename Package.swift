@@ -45,7 +45,7 @@ let package = Package(
         // Wrappers around C.
         .target(name: "Crypto", dependencies: ["COpenSSL"], exclude: ["README.md"], swiftSettings: strict),
         .target(name: "HTTP2", dependencies: ["CNGHTTP2", "COpenSSL", "CSystem", "RPC", "ProtoWire"], exclude: ["README.md"], swiftSettings: hotPath),
-        .target(name: "AppStoreAPI", dependencies: ["AppStore", "Crypto", "HTTP2"], exclude: ["README.md"], swiftSettings: strict),
+        .target(name: "AppStoreAPI", dependencies: ["AppStore", "Crypto", "HTTP2", "ProtoWire"], exclude: ["README.md"], swiftSettings: strict),
         .target(name: "HTTPFront", dependencies: ["CMicroHTTPD", "CNGHTTP2", "COpenSSL", "CSystem", "HTTP2"], exclude: ["README.md"], swiftSettings: strict),
         .target(name: "Storage", dependencies: ["CSQLite", "CLibPQ", "Billing", "Crypto"], exclude: ["README.md"], swiftSettings: strict),
 
@@ -69,11 +69,14 @@ let package = Package(
             name: "ProtoWireTests", dependencies: ["TestSupport", "ProtoWire", "BillingAPI", "RPC"], exclude: ["golden.json"],
             swiftSettings: strict),
         .testTarget(name: "RPCTests", dependencies: ["RPC", "ProtoWire"], swiftSettings: strict),
-        .testTarget(name: "BillingTests", dependencies: ["TestSupport", "Billing", "BillingService", "BillingAPI", "RPC", "ProtoWire"], swiftSettings: strict),
+        .testTarget(
+            name: "BillingTests", dependencies: ["TestSupport", "Billing", "BillingService", "BillingAPI", "RPC", "ProtoWire", "AppStoreAPI", "Crypto"],
+            swiftSettings: strict),
         .testTarget(
             name: "AppStoreTests", dependencies: ["TestSupport", "AppStore", "Crypto", "ProtoWire"], exclude: ["corpus"], swiftSettings: strict),
         .testTarget(
-            name: "PurchaseTests", dependencies: ["TestSupport", "Billing", "BillingService", "AppStore", "Crypto", "Storage"],
+            name: "PurchaseTests",
+            dependencies: ["TestSupport", "Billing", "BillingService", "AppStore", "Crypto", "Storage", "AppStoreAPI", "BillingAPI", "RPC", "ProtoWire"],
             swiftSettings: strict),
         .testTarget(
             name: "StorageTests", dependencies: ["TestSupport", "Storage", "Billing", "Crypto"], exclude: ["Upgrade"], swiftSettings: strict),

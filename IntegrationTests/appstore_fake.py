@@ -78,13 +78,33 @@ ERROR_CODES = dict(
     INVALID_PLAY_TIME=4000040, INVALID_SAMPLE_CONTENT_PROVIDED=4000041, INVALID_USER_STATUS=4000042,
     INVALID_TRANSACTION_TYPE_NOT_SUPPORTED=4000047, SERVER_NOTIFICATION_URL_NOT_FOUND=4040007,
     TEST_NOTIFICATION_NOT_FOUND=4040008, TRANSACTION_ID_NOT_FOUND=4040010, RATE_LIMIT_EXCEEDED=4290000,
-    GENERAL_INTERNAL=5000000, GENERAL_INTERNAL_RETRYABLE=5000001)
+    GENERAL_INTERNAL=5000000, GENERAL_INTERNAL_RETRYABLE=5000001,
+    # Renewal-date extensions, Set App Account Token, Get App Transaction Info.
+    INVALID_ORIGINAL_TRANSACTION_ID=4000008, INVALID_EXTEND_BY_DAYS=4000009, INVALID_EXTEND_REASON_CODE=4000010,
+    INVALID_REQUEST_IDENTIFIER=4000011, INVALID_EMPTY_STOREFRONT_COUNTRY_CODE_LIST=4000027,
+    INVALID_STOREFRONT_COUNTRY_CODE=4000028, INVALID_APP_ACCOUNT_TOKEN_UUID_ERROR=4000183,
+    FAMILY_TRANSACTION_NOT_SUPPORTED_ERROR=4000185, TRANSACTION_ID_IS_NOT_ORIGINAL_TRANSACTION_ID_ERROR=4000187,
+    SUBSCRIPTION_EXTENSION_INELIGIBLE=4030004, SUBSCRIPTION_MAX_EXTENSION=4030005,
+    FAMILY_SHARED_SUBSCRIPTION_EXTENSION_INELIGIBLE=4030007, ORIGINAL_TRANSACTION_ID_NOT_FOUND=4040005,
+    STATUS_REQUEST_NOT_FOUND=4040009, APP_TRANSACTION_DOES_NOT_EXIST_ERROR=4040019)
 # errorMessage: these as Apple words them; the others spelled out from the name (clients go by errorCode).
 ERROR_MESSAGES = dict(GENERAL_BAD_REQUEST="Bad request.", TRANSACTION_ID_NOT_FOUND="Transaction id not found.",
                       RATE_LIMIT_EXCEEDED="Rate limit exceeded.", GENERAL_INTERNAL="An unknown error occurred.",
-                      GENERAL_INTERNAL_RETRYABLE="An unknown error occurred. Please try again.")
+                      GENERAL_INTERNAL_RETRYABLE="An unknown error occurred. Please try again.",
+                      INVALID_TRANSACTION_ID="Invalid transaction id.",
+                      INVALID_APP_ACCOUNT_TOKEN_UUID_ERROR="Invalid request. The app account token field must be a valid UUID.",
+                      FAMILY_TRANSACTION_NOT_SUPPORTED_ERROR=(
+                          "Invalid request. Family Sharing transactions aren't supported by this endpoint."),
+                      TRANSACTION_ID_IS_NOT_ORIGINAL_TRANSACTION_ID_ERROR=(
+                          "Invalid request. The transaction ID provided is not an original transaction ID."),
+                      APP_TRANSACTION_DOES_NOT_EXIST_ERROR="No AppTransaction exists for the customer.")
+EXTENSIONS_PER_YEAR = 2  # Apple extends one customer's subscription at most twice in 365 days
+STOREFRONT_RE = re.compile(r"^[A-Z]{3}$")
 FAULT_BODIES = {400: "GENERAL_BAD_REQUEST", 404: "TRANSACTION_ID_NOT_FOUND", 429: "RATE_LIMIT_EXCEEDED",
                 500: "GENERAL_INTERNAL", 503: "GENERAL_INTERNAL_RETRYABLE"}
+
+
+EMPTY_OK = object()  # a handler's answer: 200 with an empty body (Set App Account Token)
 
 
 def error_body(name):
@@ -228,6 +248,12 @@ class FakeAppStore:
         self._notifications = []  # {"payload", "jws", "seq", "attempts"}
         self._tests = {}  # test notification token -> {"jws", "attempts"}
         self._deliveries = []
+        self._app_transactions = {}  # customer -> signed app transaction
+        self._extensions = {}  # originalTransactionId -> [(time ms, requestIdentifier, answer)]
+        self._mass = {}  # (productId, requestIdentifier) -> MassExtendRenewalDateStatusResponse fields
+        self._held = []  # mass extensions not carried out yet (hold_mass_extensions)
+        self.hold_mass_extensions = False  # True: mass extensions stay incomplete until finish_mass_extensions()
+        self.app_account_tokens = {}  # originalTransactionId -> the appAccountToken set through the API
 
         self._dir = tempfile.mkdtemp(prefix="fake-appstore-")
         self.ca_path, cert_path, key_path = _make_tls_files(self._dir)
@@ -355,6 +381,17 @@ class FakeAppStore:
                 ids = self._orders.setdefault(order_id, [])
                 if tid not in ids:
                     ids.append(tid)
+        return jws
+
+    def add_app_transaction(self, payload, *, customer):
+        """The app transaction Get App Transaction Info answers for `customer` (a JWSAppTransactionDecodedPayload
+        dict; receiptType and bundleId become the fake's); returns its JWS."""
+        payload = dict(payload, receiptType=self.environment, bundleId=self.bundle_id)
+        if self.app_apple_id is not None:
+            payload["appAppleId"] = self.app_apple_id
+        jws = self._sign(payload)
+        with self._lock:
+            self._app_transactions[customer] = jws
         return jws
 
     def add_notification(self, payload, *, send_attempts=None):
@@ -502,6 +539,8 @@ class FakeAppStore:
             return e.status, {}, json.dumps(error_body(e.error)).encode()
         if result is None:
             return 202, {}, b""
+        if result is EMPTY_OK:
+            return 200, {}, b""
         return 200, {}, json.dumps(result).encode()
 
     def _route(self, method, path):
@@ -515,6 +554,12 @@ class FakeAppStore:
             ("GET", r"/inApps/v1/lookup/([^/]+)", self._lookup),
             ("POST", r"/inApps/v1/notifications/test", self._request_test),
             ("GET", r"/inApps/v1/notifications/test/([^/]+)", self._test_status),
+            ("POST", r"/inApps/v1/subscriptions/extend/mass", self._extend_mass),
+            ("GET", r"/inApps/v1/subscriptions/extend/mass/([^/]+)/([^/]+)", self._extend_mass_status),
+            ("PUT", r"/inApps/v1/subscriptions/extend/([^/]+)", self._extend_one),
+            ("PUT", r"/inApps/v1/transactions/([^/]+)/appAccountToken", self._set_app_account_token),
+            ("GET", r"/inApps/v2/refund/lookup/([^/]+)", self._refund_history),
+            ("GET", r"/inApps/v1/transactions/appTransactions/([^/]+)", self._app_transaction_info),
         ]
         for m, pattern, handler in routes:
             match = re.fullmatch(pattern, path)
@@ -902,6 +947,237 @@ class FakeAppStore:
             if record is None:
                 raise APIError(404, "TEST_NOTIFICATION_NOT_FOUND")
             return {"signedPayload": record["jws"], "sendAttempts": list(record["attempts"])}
+
+    # ---- renewal-date extensions, app account tokens, refunds, app transactions -------------------------------
+
+    def finish_mass_extensions(self):
+        """Carries out the mass extensions held back by hold_mass_extensions (Apple works through them later)."""
+        with self._lock:
+            held, self._held = self._held, []
+        for request in held:
+            self._run_mass(request)
+
+    def _notify(self, payload):
+        """Signs a notification, keeps it in the history and, with notification_url, posts it as Apple does."""
+        payload = self._own_notification(payload)
+        record = {"payload": payload, "jws": self._sign(payload), "attempts": []}
+        with self._lock:
+            record["seq"] = self._next_seq()
+            self._notifications.append(record)
+        if self.notification_url:
+            thread = threading.Thread(target=self._deliver, args=(record,), name="fake-appstore-notify", daemon=True)
+            self._deliveries.append(thread)
+            thread.start()
+        return record["jws"]
+
+    @staticmethod
+    def _extension_fields(body):
+        """extendByDays, extendReasonCode and requestIdentifier of an extension request, checked as Apple does."""
+        if not isinstance(body, dict):
+            raise APIError(400, "GENERAL_BAD_REQUEST")
+        days, reason, request_id = body.get("extendByDays"), body.get("extendReasonCode"), body.get("requestIdentifier")
+        if not isinstance(days, int) or isinstance(days, bool) or not 1 <= days <= 90:
+            raise APIError(400, "INVALID_EXTEND_BY_DAYS")
+        if not isinstance(reason, int) or isinstance(reason, bool) or not 0 <= reason <= 3:
+            raise APIError(400, "INVALID_EXTEND_REASON_CODE")
+        if not isinstance(request_id, str) or not request_id or len(request_id) > 128:
+            raise APIError(400, "INVALID_REQUEST_IDENTIFIER")
+        return days, reason, request_id
+
+    def _latest_of(self, original):
+        """The latest transaction (by purchaseDate) of an original transaction id, or None."""
+        with self._lock:
+            family = [t for t in self._transactions.values()
+                      if str(t["payload"].get("originalTransactionId", t["payload"]["transactionId"])) == original]
+        return max(family, key=lambda t: (t["payload"].get("purchaseDate", 0), t["seq"])) if family else None
+
+    def _extend(self, latest, days, request_id, now):
+        """Moves a subscription's expiry `days` later: a newer signed transaction and renewal info, and the
+        RENEWAL_EXTENDED notification. Answers ExtendRenewalDateResponse, or raises Apple's 403."""
+        p = latest["payload"]
+        original = str(p.get("originalTransactionId", p["transactionId"]))
+        if p.get("inAppOwnershipType") == "FAMILY_SHARED":
+            raise APIError(403, "FAMILY_SHARED_SUBSCRIPTION_EXTENSION_INELIGIBLE")
+        status = self._status_of(latest)
+        if p.get("type") != SUBSCRIPTION or status not in (1, 4) or p.get("expiresDate", 0) <= now:
+            raise APIError(403, "SUBSCRIPTION_EXTENSION_INELIGIBLE")  # expired, revoked, billing retry, lapsed grace
+        with self._lock:
+            done = self._extensions.setdefault(original, [])
+            if len([e for e in done if e[0] > now - 365 * 86400000]) >= EXTENSIONS_PER_YEAR:
+                raise APIError(403, "SUBSCRIPTION_MAX_EXTENSION")
+        extended = dict(p, expiresDate=p["expiresDate"] + days * 86400000, signedDate=now)
+        jws = self._sign(extended)
+        with self._lock:
+            self._transactions[str(p["transactionId"])] = dict(latest, payload=extended, jws=jws, seq=self._next_seq())
+            renewal = self._renewals.get(original)
+            if renewal is not None:
+                self._renewals[original] = dict(renewal, renewalDate=extended["expiresDate"], signedDate=now)
+        answer = {"originalTransactionId": original,
+                  "webOrderLineItemId": str(p.get("webOrderLineItemId", p["transactionId"])),
+                  "success": True, "effectiveDate": extended["expiresDate"]}
+        with self._lock:
+            self._extensions[original].append((now, request_id, answer))
+        renewal_info = self._renewals.get(original) or {
+            "originalTransactionId": original, "productId": p.get("productId"), "autoRenewProductId": p.get("productId"),
+            "autoRenewStatus": 1, "renewalDate": extended["expiresDate"], "signedDate": now}
+        self._notify({"notificationType": "RENEWAL_EXTENDED", "signedDate": now,
+                      "data": {"signedTransactionInfo": jws, "signedRenewalInfo": dict(renewal_info)}})
+        return answer
+
+    def _extend_one(self, original, *, query, body):
+        """Extend a Subscription Renewal Date: one subscription, by its original transaction id; a request
+        identifier sent again for it answers what it answered the first time."""
+        days, _, request_id = self._extension_fields(body)
+        if not original.isdigit():
+            raise APIError(400, "INVALID_ORIGINAL_TRANSACTION_ID")
+        latest = self._latest_of(original)
+        if latest is None:
+            raise APIError(404, "ORIGINAL_TRANSACTION_ID_NOT_FOUND")
+        with self._lock:
+            for _, seen, answer in self._extensions.get(original, []):
+                if seen == request_id:
+                    return dict(answer)
+        return self._extend(latest, days, request_id, now_ms())
+
+    def _extend_mass(self, *, query, body):
+        """Extend Subscription Renewal Dates for All Active Subscribers: every subscription whose latest transaction
+        is of productId (in the storefronts given), each as _extend_one would; a request identifier is a UUID."""
+        days, reason, request_id = self._extension_fields(body)
+        if not UUID_RE.match(request_id):
+            raise APIError(400, "INVALID_REQUEST_IDENTIFIER")
+        product = body.get("productId")
+        if not isinstance(product, str) or not product:
+            raise APIError(400, "INVALID_PRODUCT_ID")
+        storefronts = body.get("storefrontCountryCodes")
+        if storefronts is not None:
+            if not isinstance(storefronts, list) or not storefronts:
+                raise APIError(400, "INVALID_EMPTY_STOREFRONT_COUNTRY_CODE_LIST")
+            if not all(isinstance(c, str) and STOREFRONT_RE.match(c) for c in storefronts):
+                raise APIError(400, "INVALID_STOREFRONT_COUNTRY_CODE")
+        key = (product, request_id.lower())
+        with self._lock:
+            if key in self._mass:
+                return {"requestIdentifier": request_id}
+            self._mass[key] = {"requestIdentifier": request_id, "complete": False, "succeededCount": 0, "failedCount": 0}
+            request = {"key": key, "product": product, "days": days, "storefronts": storefronts,
+                       "request_id": request_id}
+            if self.hold_mass_extensions:
+                self._held.append(request)
+                return {"requestIdentifier": request_id}
+        self._run_mass(request)
+        return {"requestIdentifier": request_id}
+
+    def _run_mass(self, request):
+        now = now_ms()
+        with self._lock:
+            originals = {str(t["payload"].get("originalTransactionId", t["payload"]["transactionId"]))
+                         for t in self._transactions.values() if t["payload"].get("productId") == request["product"]}
+        succeeded = failed = 0
+        for original in sorted(originals):
+            latest = self._latest_of(original)
+            p = latest["payload"]
+            if p.get("productId") != request["product"] or self._status_of(latest) not in (1, 4) or \
+                    p.get("expiresDate", 0) <= now:
+                continue  # not an active subscriber of the product
+            if request["storefronts"] is not None and p.get("storefront") not in request["storefronts"]:
+                continue
+            try:
+                self._extend(latest, request["days"], request["request_id"], now)
+                succeeded += 1
+            except APIError:
+                failed += 1
+                self._notify({"notificationType": "RENEWAL_EXTENSION", "subtype": "FAILURE", "signedDate": now,
+                              "data": {"signedTransactionInfo": latest["jws"]}})
+        with self._lock:
+            self._mass[request["key"]] = {"requestIdentifier": request["request_id"], "complete": True,
+                                          "completeDate": now_ms(), "succeededCount": succeeded, "failedCount": failed}
+        self._notify_summary(request, succeeded, failed)
+
+    def _notify_summary(self, request, succeeded, failed):
+        """RENEWAL_EXTENSION SUMMARY: a `summary` object where other notifications carry `data`."""
+        summary = {"requestIdentifier": request["request_id"], "environment": self.environment,
+                   "bundleId": self.bundle_id, "productId": request["product"],
+                   "succeededCount": succeeded, "failedCount": failed}
+        if self.app_apple_id is not None:
+            summary["appAppleId"] = self.app_apple_id
+        if request["storefronts"] is not None:
+            summary["storefrontCountryCodes"] = list(request["storefronts"])
+        payload = {"notificationType": "RENEWAL_EXTENSION", "subtype": "SUMMARY", "notificationUUID": str(uuid.uuid4()),
+                   "version": "2.0", "signedDate": now_ms(), "summary": summary}
+        record = {"payload": payload, "jws": self._sign(payload), "attempts": []}
+        with self._lock:
+            record["seq"] = self._next_seq()
+            self._notifications.append(record)
+        if self.notification_url:
+            thread = threading.Thread(target=self._deliver, args=(record,), name="fake-appstore-notify", daemon=True)
+            self._deliveries.append(thread)
+            thread.start()
+
+    def _extend_mass_status(self, product, request_id, *, query, body):
+        """Get Status of Subscription Renewal Date Extensions: by productId and requestIdentifier (a UUID)."""
+        if not UUID_RE.match(request_id):
+            raise APIError(400, "INVALID_REQUEST_IDENTIFIER")
+        with self._lock:
+            status = self._mass.get((product, request_id.lower()))
+        if status is None:
+            raise APIError(404, "STATUS_REQUEST_NOT_FOUND")
+        return dict(status)
+
+    def _set_app_account_token(self, original, *, query, body):
+        """Set App Account Token: every transaction of the purchase (and its renewal info) carries the token from
+        now on, signed anew; the answer is 200 without a body."""
+        token = body.get("appAccountToken") if isinstance(body, dict) else None
+        if not isinstance(token, str) or not UUID_RE.match(token):
+            raise APIError(400, "INVALID_APP_ACCOUNT_TOKEN_UUID_ERROR")
+        known = self._record(original)
+        p = known["payload"]
+        if str(p.get("originalTransactionId", p["transactionId"])) != original:
+            raise APIError(400, "TRANSACTION_ID_IS_NOT_ORIGINAL_TRANSACTION_ID_ERROR")
+        if p.get("inAppOwnershipType") == "FAMILY_SHARED":
+            raise APIError(400, "FAMILY_TRANSACTION_NOT_SUPPORTED_ERROR")
+        now = now_ms()
+        with self._lock:
+            family = [t for t in self._transactions.values()
+                      if str(t["payload"].get("originalTransactionId", t["payload"]["transactionId"])) == original]
+        for t in family:
+            payload = dict(t["payload"], appAccountToken=token, signedDate=now)
+            jws = self._sign(payload)
+            with self._lock:
+                self._transactions[str(payload["transactionId"])] = dict(t, payload=payload, jws=jws, seq=self._next_seq())
+        with self._lock:
+            if original in self._renewals:
+                self._renewals[original] = dict(self._renewals[original], appAccountToken=token, signedDate=now)
+            self.app_account_tokens[original] = token
+        return EMPTY_OK
+
+    def _refund_history(self, transaction_id, *, query, body):
+        """Get Refund History (v2): the customer's revoked transactions, oldest revocationDate first, paged by
+        revision (the revision of the last page brings only refunds made after it)."""
+        customer = self._customer_of(transaction_id)
+        revisions = query.get("revision", [])
+        cursor = None
+        if revisions:
+            cursor = (_untoken(revisions[0]) or {}).get("after")
+            if len(revisions) > 1 or not (isinstance(cursor, list) and len(cursor) == 2):
+                raise APIError(400, "INVALID_REQUEST_REVISION")
+            cursor = tuple(cursor)
+        with self._lock:
+            rows = sorted(((t["payload"]["revocationDate"], t["seq"], t["jws"]) for t in self._transactions.values()
+                           if t["customer"] == customer and "revocationDate" in t["payload"]))
+        if cursor is not None:
+            rows = [r for r in rows if r[:2] > cursor]
+        page, rest = rows[:self.page_size], rows[self.page_size:]
+        last = list(page[-1][:2]) if page else (list(cursor) if cursor is not None else [0, 0])
+        return {"signedTransactions": [r[2] for r in page], "revision": _token({"after": last}), "hasMore": bool(rest)}
+
+    def _app_transaction_info(self, transaction_id, *, query, body):
+        """Get App Transaction Info: the app transaction of the customer the transaction id belongs to."""
+        customer = self._customer_of(transaction_id)
+        with self._lock:
+            jws = self._app_transactions.get(customer)
+        if jws is None:
+            raise APIError(404, "APP_TRANSACTION_DOES_NOT_EXIST_ERROR")
+        return {"signedAppTransactionInfo": jws}
 
 
 def main():

@@ -1,6 +1,7 @@
 """billingd as a client of the App Store Server API, against the local fake (appstore_fake.py, itself proven
 faithful to Apple's own client library in test_appstore_fake.py): restore by transaction id, reconciliation
-of missed notifications, order-id lookups, test notifications, consumption answers, tokens, retries and
+of missed notifications (and of refunds through Get Refund History), order-id lookups, test notifications,
+consumption answers, renewal-date extensions, Set App Account Token, app transactions, tokens, retries and
 failures as a caller sees them."""
 import base64
 import json
@@ -215,7 +216,7 @@ def test_rate_limits_and_outages(world):
                  request=pb.RestorePurchasesRequest(account_id="acct-503", transaction_ids=["7300000000"]), timeout=60)
     tries = [q for q in world.sandbox.requests if q["path"].startswith("/inApps/v2/history/")]
     assert len(tries) == 4
-    world.sandbox.fail_next(503, count=0)  # nothing left over for the next test
+    world.sandbox.clear_faults()  # nothing left over for the next test (6 of the 10 faults were not used)
     # A bad key id is Apple's 401: refused credentials are UNAVAILABLE for the caller and an error in the log.
 
 
@@ -614,3 +615,250 @@ def test_a_new_deployment_reads_all_the_history_apple_keeps():
         assert abs(r.start_time_ms - (now_ms() - 30 * DAY)) < 5 * 60_000
     finally:
         w.close()
+
+
+# ---- the support calls: renewal-date extensions, Set App Account Token, refund history, app transactions ------------
+
+MASS = "com.example.mass.monthly"
+
+
+def wait_until(predicate, timeout=10):
+    deadline = time.time() + timeout
+    while not predicate():
+        assert time.time() < deadline, "timed out"
+        time.sleep(0.05)
+
+
+def entitlement(api, account, product):
+    ents = api.GetEntitlements(pb.GetEntitlementsRequest(account_id=account, include_inactive=True)).entitlements
+    return next((e for e in ents if e.product_id == product), None)
+
+
+def test_extend_renewal_date(world):
+    """ExtendRenewalDate calls Apple in the environment billingd recorded the subscription in, answers Apple's
+    effectiveDate with billingd's account and current expiry; the new expiry arrives with RENEWAL_EXTENDED."""
+    t = now_ms() - DAY
+    sub = mint.transaction("8100000000", SUB, purchase_ms=t, expires_ms=t + 30 * DAY, signed_ms=t, environment="Sandbox")
+    world.sandbox.add_transaction(sub)
+    world.api.RestorePurchases(pb.RestorePurchasesRequest(account_id="acct-extend", signed_transactions=[world.signer.sign(sub)]))
+    world.production.reset_requests()
+    r = world.admin.ExtendRenewalDate(admin_pb2.ExtendRenewalDateRequest(
+        original_transaction_id="8100000000", extend_by_days=5, extend_reason_code=3), timeout=30)
+    assert (r.original_transaction_id, r.success, r.effective_time_ms) == ("8100000000", True, t + 35 * DAY)
+    assert (r.account_id, r.current_expires_time_ms, r.environment) == ("acct-extend", t + 30 * DAY, pb.ENVIRONMENT_SANDBOX)
+    assert re.fullmatch(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", r.request_identifier)
+    [sent] = [q for q in world.sandbox.requests if q["path"] == "/inApps/v1/subscriptions/extend/8100000000"]
+    assert (sent["method"], sent["json"]) == ("PUT", {"extendByDays": 5, "extendReasonCode": 3,
+                                                      "requestIdentifier": r.request_identifier})
+    assert not [q for q in world.production.requests if "/extend/" in q["path"]]  # the recorded environment only
+    wait_until(lambda: entitlement(world.api, "acct-extend", SUB).expires_time_ms == t + 35 * DAY)
+    assert entitlement(world.api, "acct-extend", SUB).active
+    # The caller's request identifier is sent as given; the same one again extends nothing more.
+    rid = "6f0c8e6e-7d7a-4f43-9d1e-3b3c2b1a0e01"
+    first = world.admin.ExtendRenewalDate(admin_pb2.ExtendRenewalDateRequest(
+        original_transaction_id="8100000000", extend_by_days=2, request_identifier=rid.upper()), timeout=30)
+    again = world.admin.ExtendRenewalDate(admin_pb2.ExtendRenewalDateRequest(
+        original_transaction_id="8100000000", extend_by_days=2, request_identifier=rid), timeout=30)
+    assert first.request_identifier == rid and again.effective_time_ms == first.effective_time_ms == t + 37 * DAY
+    # Apple allows two extensions in 365 days: the third is Apple's 403.
+    info = expect_error(world.admin.ExtendRenewalDate, grpc.StatusCode.FAILED_PRECONDITION, "APPSTORE_API_REFUSED",
+                        request=admin_pb2.ExtendRenewalDateRequest(original_transaction_id="8100000000", extend_by_days=1),
+                        timeout=30)
+    assert info.metadata["apple_error_code"] == "4030005"
+    # An expired subscription, unknown to billingd: both environments asked, the sandbox refuses it.
+    world.sandbox.add_transaction(mint.transaction("8110000000", SUB, purchase_ms=t - 60 * DAY, expires_ms=t - 30 * DAY,
+                                                   signed_ms=t))
+    info = expect_error(world.admin.ExtendRenewalDate, grpc.StatusCode.FAILED_PRECONDITION, "APPSTORE_API_REFUSED",
+                        request=admin_pb2.ExtendRenewalDateRequest(original_transaction_id="8110000000", extend_by_days=1),
+                        timeout=30)
+    assert info.metadata["apple_error_code"] == "4030004"
+    expect_error(world.admin.ExtendRenewalDate, grpc.StatusCode.NOT_FOUND, "TRANSACTION_NOT_FOUND",
+                 request=admin_pb2.ExtendRenewalDateRequest(original_transaction_id="8199999999", extend_by_days=1), timeout=30)
+    world.sandbox.reset_requests()
+    for bad, field in ((dict(extend_by_days=0), "extend_by_days"), (dict(extend_by_days=91), "extend_by_days"),
+                       (dict(extend_by_days=1, extend_reason_code=4), "extend_reason_code"),
+                       (dict(extend_by_days=1, request_identifier="not-a-uuid"), "request_identifier"),
+                       (dict(extend_by_days=1, original_transaction_id="81x"), "original_transaction_id")):
+        request = admin_pb2.ExtendRenewalDateRequest(**dict(dict(original_transaction_id="8100000000"), **bad))
+        info = expect_error(world.admin.ExtendRenewalDate, grpc.StatusCode.INVALID_ARGUMENT, "INVALID_FIELD", request=request)
+        assert info.metadata["field"] == field
+    assert not [q for q in world.sandbox.requests if "/extend/" in q["path"]]  # refused before Apple was asked
+
+
+def test_extend_renewal_dates_for_all(world):
+    t = now_ms() - DAY
+    for tid, storefront in (("8200000000", "USA"), ("8210000000", "FRA")):
+        world.sandbox.add_transaction(mint.transaction(tid, MASS, purchase_ms=t, expires_ms=t + 30 * DAY, signed_ms=t,
+                                                       storefront=storefront))
+    r = world.admin.ExtendRenewalDatesForAll(admin_pb2.ExtendRenewalDatesForAllRequest(
+        product_id=MASS, extend_by_days=2, extend_reason_code=1, storefront_country_codes=["USA"],
+        environment=pb.ENVIRONMENT_SANDBOX), timeout=30)
+    assert r.environment == pb.ENVIRONMENT_SANDBOX and r.request_identifier
+    [sent] = [q for q in world.sandbox.requests if q["path"] == "/inApps/v1/subscriptions/extend/mass"]
+    assert sent["json"] == {"extendByDays": 2, "extendReasonCode": 1, "requestIdentifier": r.request_identifier,
+                            "productId": MASS, "storefrontCountryCodes": ["USA"]}
+    s = world.admin.GetExtensionStatus(admin_pb2.GetExtensionStatusRequest(
+        product_id=MASS, request_identifier=r.request_identifier, environment=pb.ENVIRONMENT_SANDBOX), timeout=30)
+    assert (s.request_identifier, s.complete, s.succeeded_count, s.failed_count) == (r.request_identifier, True, 1, 0)
+    assert s.complete_time_ms > 0
+    # Every storefront: the field is left out (Apple refuses an empty list).
+    everywhere = world.admin.ExtendRenewalDatesForAll(admin_pb2.ExtendRenewalDatesForAllRequest(
+        product_id=MASS, extend_by_days=1), timeout=30)
+    assert "storefrontCountryCodes" not in [q for q in world.sandbox.requests if q["path"].endswith("/mass")][-1]["json"]
+    assert world.admin.GetExtensionStatus(admin_pb2.GetExtensionStatusRequest(
+        product_id=MASS, request_identifier=everywhere.request_identifier), timeout=30).succeeded_count == 2
+    # Apple working through it: not complete yet.
+    world.sandbox.hold_mass_extensions = True
+    try:
+        held = world.admin.ExtendRenewalDatesForAll(admin_pb2.ExtendRenewalDatesForAllRequest(
+            product_id=MASS, extend_by_days=1), timeout=30)
+        pending = world.admin.GetExtensionStatus(admin_pb2.GetExtensionStatusRequest(
+            product_id=MASS, request_identifier=held.request_identifier), timeout=30)
+        assert (pending.complete, pending.complete_time_ms) == (False, 0)
+    finally:
+        world.sandbox.hold_mass_extensions = False
+        world.sandbox.finish_mass_extensions()
+    info = expect_error(world.admin.GetExtensionStatus, grpc.StatusCode.INVALID_ARGUMENT, "INVALID_FIELD",
+                        request=admin_pb2.GetExtensionStatusRequest(product_id=MASS,
+                                                                    request_identifier="0f8fad5b-d9cb-469f-a165-70867728950e"),
+                        timeout=30)
+    assert info.metadata["field"] == "request_identifier"
+    for bad, field in ((dict(storefront_country_codes=["usa"]), "storefront_country_codes"),
+                       (dict(product_id=""), "product_id"), (dict(extend_by_days=91), "extend_by_days")):
+        request = admin_pb2.ExtendRenewalDatesForAllRequest(**dict(dict(product_id=MASS, extend_by_days=1), **bad))
+        info = expect_error(world.admin.ExtendRenewalDatesForAll, grpc.StatusCode.INVALID_ARGUMENT, "INVALID_FIELD", request=request)
+        assert info.metadata["field"] == field
+
+
+def test_set_app_account_token_moves_an_orphan_onto_an_order(world):
+    """A purchase made outside the app (no appAccountToken) that a notification recorded with no account: SetAppAccountToken
+    sets its token at Apple to an order's id, then attaches it to the order's account (completing the order). Another
+    account's order cannot take it afterwards, and nothing is asked of Apple then."""
+    t = now_ms() - DAY
+    tx = mint.transaction("8300000000", LIFETIME, product_type=mint.NON_CONSUMABLE, purchase_ms=t, signed_ms=t, environment="Sandbox")
+    world.sandbox.add_transaction(tx)
+    assert world.deliver(mint.notification(world.signer, "ONE_TIME_CHARGE", signed_ms=now_ms(), tx=tx,
+                                           environment="Sandbox"))[1]["result"] == "applied"
+    orphan = world.api.GetTransaction(pb.GetTransactionRequest(transaction_id="8300000000"))
+    assert orphan.account_id == "" and not orphan.HasField("order")
+    order = order_of(world.api, "acct-orphan")
+    r = world.admin.SetAppAccountToken(admin_pb2.SetAppAccountTokenRequest(original_transaction_id="8300000000", order_id=order),
+                                       timeout=30)
+    assert (r.order.order_id, r.order.state, r.order.transaction_id, r.order_completed) == \
+        (order, pb.ORDER_STATE_COMPLETED, "8300000000", True)
+    assert [x.transaction_id for x in r.transactions] == ["8300000000"] and r.environment == pb.ENVIRONMENT_SANDBOX
+    # Apple's side: the token is the order id, in every signed transaction Apple serves from now on.
+    assert world.sandbox.app_account_tokens == {"8300000000": order}
+    [put] = [q for q in world.sandbox.requests if q["path"] == "/inApps/v1/transactions/8300000000/appAccountToken"]
+    assert (put["method"], put["json"], put["status"]) == ("PUT", {"appAccountToken": order}, 200)
+    # billingd's side.
+    owned = world.api.GetTransaction(pb.GetTransactionRequest(transaction_id="8300000000"))
+    assert owned.account_id == "acct-orphan" and owned.order.order_id == order
+    assert entitlement(world.api, "acct-orphan", LIFETIME).active
+    # Another account's order: refused before Apple is asked.
+    world.sandbox.reset_requests()
+    other = order_of(world.api, "acct-thief")
+    expect_error(world.admin.SetAppAccountToken, grpc.StatusCode.ALREADY_EXISTS, "TRANSACTION_ALREADY_CLAIMED",
+                 request=admin_pb2.SetAppAccountTokenRequest(original_transaction_id="8300000000", order_id=other), timeout=30)
+    assert world.sandbox.requests == [] and world.sandbox.app_account_tokens["8300000000"] == order
+    assert world.api.GetOrder(pb.GetOrderRequest(order_id=other)).order.state == pb.ORDER_STATE_PENDING
+    expect_error(world.admin.SetAppAccountToken, grpc.StatusCode.NOT_FOUND, "ORDER_NOT_FOUND",
+                 request=admin_pb2.SetAppAccountTokenRequest(original_transaction_id="8300000000",
+                                                             order_id="0f8fad5b-d9cb-469f-a165-70867728950e"), timeout=30)
+    info = expect_error(world.admin.SetAppAccountToken, grpc.StatusCode.INVALID_ARGUMENT, "INVALID_FIELD",
+                        request=admin_pb2.SetAppAccountTokenRequest(original_transaction_id="8300000000", order_id="nope"))
+    assert info.metadata["field"] == "order_id"
+
+
+def test_set_app_account_token_fetches_what_billingd_never_saw(world):
+    """A subscription billingd has no record of: Get Transaction Info (verified), then Apple's token, then billingd's
+    record under the order's account; a renewal's id is not an original transaction id."""
+    t = now_ms() - 40 * DAY
+    subscription_history(world.sandbox, "8310000000", t, 1)
+    order = order_of(world.api, "acct-fetched", SUB)
+    r = world.admin.SetAppAccountToken(admin_pb2.SetAppAccountTokenRequest(original_transaction_id="8310000000", order_id=order),
+                                       timeout=30)
+    assert r.order.state == pb.ORDER_STATE_COMPLETED and r.order.transaction_id == "8310000000"
+    assert [q["path"] for q in world.sandbox.requests if q["path"].startswith("/inApps/v1/transactions/83100")] == \
+        ["/inApps/v1/transactions/8310000000", "/inApps/v1/transactions/8310000000/appAccountToken"]
+    assert world.api.GetTransaction(pb.GetTransactionRequest(transaction_id="8310000000")).account_id == "acct-fetched"
+    info = expect_error(world.admin.SetAppAccountToken, grpc.StatusCode.INVALID_ARGUMENT, "INVALID_FIELD",
+                        request=admin_pb2.SetAppAccountTokenRequest(original_transaction_id="8310000001",
+                                                                    order_id=order_of(world.api, "acct-fetched", SUB)),
+                        timeout=30)
+    assert info.metadata["field"] == "original_transaction_id"
+    expect_error(world.admin.SetAppAccountToken, grpc.StatusCode.NOT_FOUND, "TRANSACTION_NOT_FOUND",
+                 request=admin_pb2.SetAppAccountTokenRequest(original_transaction_id="8399999999", order_id=order), timeout=30)
+
+
+def test_a_refund_found_only_through_refund_history(world):
+    """A purchase restored by transaction id, then refunded at Apple with no notification billingd could receive
+    or find in the notification history: reconciliation's Get Refund History refunds its order and revokes the
+    entitlement, as a REFUND notification would; a second run changes nothing."""
+    t = now_ms() - 2 * DAY
+    order = order_of(world.api, "acct-refund-history")
+    tx = mint.transaction("8400000000", LIFETIME, product_type=mint.NON_CONSUMABLE, purchase_ms=t, signed_ms=t, token=order,
+                          environment="Sandbox")
+    world.sandbox.add_transaction(tx, customer="gina")
+    world.api.SubmitReceipt(pb.SubmitReceiptRequest(order_id=order, signed_transaction=world.signer.sign(tx)))
+    restored = world.api.RestorePurchases(pb.RestorePurchasesRequest(account_id="acct-refund-history",
+                                                                     transaction_ids=["8400000000"]), timeout=30)
+    assert [e.product_id for e in restored.entitlements] == [LIFETIME]
+    refund_at = now_ms() - 3_600_000
+    world.sandbox.add_transaction(dict(tx, revocationDate=refund_at, revocationReason=0, signedDate=refund_at),
+                                  customer="gina")
+    world.sandbox.reset_requests()
+    r = world.admin.Reconcile(admin_pb2.ReconcileRequest(since_time_ms=now_ms() - 2 * 3_600_000), timeout=60)
+    assert r.refunds_applied == 1 and r.refund_histories >= 1
+    assert "/inApps/v2/refund/lookup/8400000000" in [q["path"] for q in world.sandbox.requests]
+    assert world.api.GetOrder(pb.GetOrderRequest(order_id=order)).order.state == pb.ORDER_STATE_REFUNDED
+    e = entitlement(world.api, "acct-refund-history", LIFETIME)
+    assert not e.active and e.revocation_time_ms == refund_at
+    events = world.api.ListEvents(pb.ListEventsRequest(account_id="acct-refund-history")).events
+    changes = [(ev.type, ev.cause) for ev in events if ev.cause == "refund_history"]
+    assert changes == [(pb.EVENT_TYPE_ORDER_REFUNDED, "refund_history"), (pb.EVENT_TYPE_ENTITLEMENT_REVOKED, "refund_history")]
+    again = world.admin.Reconcile(admin_pb2.ReconcileRequest(since_time_ms=now_ms() - 2 * 3_600_000), timeout=60)
+    assert again.refunds_applied == 0
+    assert len(world.api.ListEvents(pb.ListEventsRequest(account_id="acct-refund-history")).events) == len(events)
+
+
+def test_get_app_transaction(world):
+    world.sandbox.add_transaction(mint.transaction("8500000000", COINS, product_type="Consumable", purchase_ms=now_ms() - DAY,
+                                                   signed_ms=now_ms() - DAY), customer="hank")
+    world.sandbox.add_transaction(mint.transaction("8510000000", COINS, product_type="Consumable", purchase_ms=now_ms() - DAY,
+                                                   signed_ms=now_ms() - DAY), customer="ines")
+    app = mint.app_transaction(created_ms=now_ms() - DAY)
+    jws = world.sandbox.add_app_transaction(app, customer="hank")
+    r = world.admin.GetAppTransaction(admin_pb2.GetAppTransactionRequest(transaction_id="8500000000"), timeout=30)
+    assert (r.environment, r.bundle_id, r.signed_app_transaction, r.application_version, r.original_platform) == \
+        (pb.ENVIRONMENT_SANDBOX, mint.BUNDLE, jws, "1", "iOS")
+    assert r.original_purchase_time_ms == app["originalPurchaseDate"]
+    expect_error(world.admin.GetAppTransaction, grpc.StatusCode.NOT_FOUND, "TRANSACTION_NOT_FOUND",
+                 request=admin_pb2.GetAppTransactionRequest(transaction_id="8510000000"), timeout=30)
+    expect_error(world.admin.GetAppTransaction, grpc.StatusCode.INVALID_ARGUMENT, "INVALID_FIELD",
+                 request=admin_pb2.GetAppTransactionRequest(transaction_id="85x"))
+
+
+def test_billingctl_support_commands(world):
+    t = now_ms() - DAY
+    world.sandbox.add_transaction(mint.transaction("8600000000", SUB, purchase_ms=t, expires_ms=t + 30 * DAY, signed_ms=t))
+    admin = [binary("billingctl"), "--addr", world.billingd.address, "--timeout", "30", "admin"]
+
+    def run(*args):
+        p = subprocess.run(admin + list(args), capture_output=True, text=True, timeout=60)
+        assert p.returncode == 0, p.stderr
+        return json.loads(p.stdout)
+
+    out = run("extend", "8600000000", "--days", "3", "--reason", "1")
+    assert out["success"] is True and out["effectiveTimeMs"] == str(t + 33 * DAY) and out["environment"] == "ENVIRONMENT_SANDBOX"
+    mass = run("extend-all", MASS, "--days", "1", "--storefront", "USA", "--storefront", "FRA", "--environment", "sandbox")
+    assert [q for q in world.sandbox.requests if q["path"].endswith("/mass")][-1]["json"]["storefrontCountryCodes"] == ["USA", "FRA"]
+    status = run("extension-status", MASS, mass["requestIdentifier"])
+    assert status["complete"] is True and status["requestIdentifier"] == mass["requestIdentifier"]
+    world.sandbox.add_transaction(mint.transaction("8610000000", COINS, product_type="Consumable", purchase_ms=t, signed_ms=t))
+    order = world.api.CreateOrder(pb.CreateOrderRequest(account_id="acct-ctl-token", product_id=COINS)).order.order_id
+    token = run("set-token", "8610000000", order)
+    assert token["order"]["state"] == "ORDER_STATE_COMPLETED" and token["orderCompleted"] is True
+    assert [x["transactionId"] for x in token["transactions"]] == ["8610000000"]
+    bad = subprocess.run(admin + ["extend", "8600000000"], capture_output=True, text=True, timeout=60)
+    assert bad.returncode == 2 and "--days" in bad.stderr

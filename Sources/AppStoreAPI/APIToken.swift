@@ -49,7 +49,6 @@ public final class APIToken: Sendable {
     public func invalidate() { cached.withLock { $0 = nil } }
 
     func make(issuedAt iat: Int64) throws(CryptoError) -> String {
-        let header = #"{"alg":"ES256","kid":"# + JSONText.quote(credentials.keyID) + #","typ":"JWT"}"#
         let claims =
             "{"
             + [
@@ -59,15 +58,15 @@ public final class APIToken: Sendable {
                 #""aud":"appstoreconnect-v1""#,
                 #""bid":"# + JSONText.quote(credentials.bundleID),
             ].joined(separator: ",") + "}"
-        let input = JWS.base64URL(Array(header.utf8)) + "." + JWS.base64URL(Array(claims.utf8))
-        let signature = try credentials.privateKey.signES256(Array(input.utf8))
-        return input + "." + JWS.base64URL(signature)
+        return try ES256JWT.sign(keyID: credentials.keyID, claims: claims, key: credentials.privateKey)
     }
 }
 
 /// JSON text for request bodies and tokens.
 enum JSONText {
     static func quote(_ s: String) -> String {
+        // Most values need no escape: one pass over the bytes instead of one append per scalar.
+        if s.utf8.allSatisfy({ $0 >= 0x20 && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "\\") }) { return "\"" + s + "\"" }
         var out = "\""
         for scalar in s.unicodeScalars {
             switch scalar {

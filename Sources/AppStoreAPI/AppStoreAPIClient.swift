@@ -72,7 +72,7 @@ public typealias AppStoreAPIObserver =
 ///
 /// Calls block their thread: run them on a worker queue, never on an event loop. Signed items in answers
 /// are returned as they came; callers verify them like any proof before use.
-public final class AppStoreAPIClient: Sendable {
+public final class AppStoreAPIClient: AppStoreServerAPI {
     public let configuration: AppStoreAPIConfiguration
     private let token: APIToken
     private let tls: TLSContext
@@ -113,10 +113,17 @@ public final class AppStoreAPIClient: Sendable {
     }
 
     /// One page of Get Transaction History (v2), oldest first.
+    /// Also the shape of a Get Refund History page.
     public struct HistoryPage: Sendable {
         public var signedTransactions: [String]
         public var revision: String
         public var hasMore: Bool
+
+        public init(signedTransactions: [String], revision: String, hasMore: Bool) {
+            self.signedTransactions = signedTransactions
+            self.revision = revision
+            self.hasMore = hasMore
+        }
     }
 
     public func transactionHistory(
@@ -132,26 +139,6 @@ public final class AppStoreAPIClient: Sendable {
             revision: (try? Self.string(json, "revision")) ?? "", hasMore: Self.bool(json, "hasMore"))
     }
 
-    /// Every page of a transaction history, up to `maxTransactions` signed transactions; `stop` is asked
-    /// between pages (a caller that gave up).
-    public func fullHistory(
-        _ transactionID: String, in environment: AppStoreAPIEnvironment, maxTransactions: Int = 5000,
-        stop: () -> Bool = { false }
-    ) throws(AppStoreAPIError) -> [String] {
-        var all: [String] = []
-        var revision: String?
-        var revisions = Set<String>()
-        while true {
-            let page = try transactionHistory(transactionID, revision: revision, in: environment)
-            all += page.signedTransactions
-            guard all.count <= maxTransactions else { throw .tooLarge("the history of \(transactionID) holds more than \(maxTransactions) transactions") }
-            // A revision seen before would loop for ever: the history is complete as far as Apple pages it.
-            guard page.hasMore, !page.revision.isEmpty, revisions.insert(page.revision).inserted else { return all }
-            if stop() { throw .unavailable("stopped: the caller gave up") }
-            revision = page.revision
-        }
-    }
-
     /// Get All Subscription Statuses: per subscription group, the last transactions with their status
     /// (1 active, 2 expired, 3 billing retry, 4 grace period, 5 revoked) and signed items.
     public struct SubscriptionStatus: Sendable {
@@ -160,6 +147,14 @@ public final class AppStoreAPIClient: Sendable {
         public var originalTransactionID: String
         public var signedTransactionInfo: String
         public var signedRenewalInfo: String
+
+        public init(groupID: String, status: Int64, originalTransactionID: String, signedTransactionInfo: String, signedRenewalInfo: String) {
+            self.groupID = groupID
+            self.status = status
+            self.originalTransactionID = originalTransactionID
+            self.signedTransactionInfo = signedTransactionInfo
+            self.signedRenewalInfo = signedRenewalInfo
+        }
     }
 
     public func subscriptionStatuses(
@@ -192,6 +187,12 @@ public final class AppStoreAPIClient: Sendable {
         public var signedPayloads: [String]
         public var paginationToken: String?
         public var hasMore: Bool
+
+        public init(signedPayloads: [String], paginationToken: String?, hasMore: Bool) {
+            self.signedPayloads = signedPayloads
+            self.paginationToken = paginationToken
+            self.hasMore = hasMore
+        }
     }
 
     /// `startMs` / `endMs`: the range of the notifications' first send attempts (Apple keeps 180 days).

@@ -33,6 +33,9 @@ public enum BillingError: Error, Sendable, Equatable, CustomStringConvertible {
     case appStoreAPINotConfigured(feature: String)
     /// The App Store Server API did not answer, answered 5xx or rate-limited us, after every retry.
     case appStoreAPIUnavailable(detail: String)
+    /// The App Store Server API refused an operator's request for a reason of the App Store's (403: a subscription
+    /// not eligible for a renewal-date extension, or already extended as often as Apple allows); `code` is Apple's.
+    case appStoreAPIRefused(code: Int64, detail: String)
     /// A Family Sharing grant (or another holder's copy) was offered as payment: it grants an entitlement,
     /// never pays an order.
     case notPurchasedByAccount(transactionID: String)
@@ -65,6 +68,7 @@ public enum BillingError: Error, Sendable, Equatable, CustomStringConvertible {
         case .transactionPredatesOrder(let id): "transaction \(id) was purchased, or had expired, before the order was created"
         case .orderNotPending(_, let state): "the order is \(state) and can no longer be paid"
         case .appStoreAPIUnavailable: "the App Store Server API is unavailable; retry later"
+        case .appStoreAPIRefused(let code, let d): "the App Store refused the request (\(code)): \(d)"
         case .notPurchasedByAccount(let id):
             "transaction \(id) is a Family Sharing grant: it gives the family member an entitlement (RestorePurchases), never pays an order"
         case .transactionUnknown(let id): "no transaction is recorded under id \(id)"

@@ -9,6 +9,7 @@ public final class InMemoryOrderStore: OrderStore {
         var entitlements: [String: [String: EntitlementRecord]] = [:]
         var renewals: [String: RenewalState] = [:]
         var notifications: [String: NotificationRecord] = [:]
+        var refundWatches: [String: RefundWatch] = [:]
         var events: [EventRecord] = []
         var nextCursor: UInt64 = 1
     }
@@ -91,6 +92,19 @@ public final class InMemoryOrderStore: OrderStore {
         func lastCursor() -> UInt64 { state.events.last?.cursor ?? 0 }
         func accounts(after account: String, limit: Int) -> [String] {
             Array(Set(state.transactions.values.map(\.accountID)).filter { $0 > account }.sorted().prefix(limit))
+        }
+        func watchRefunds(_ watch: RefundWatch) {
+            let key = "\(watch.environment.rawValue):\(watch.transactionID)"
+            if state.refundWatches[key] == nil { state.refundWatches[key] = watch }
+        }
+        func refundWatches(limit: Int) -> [RefundWatch] {
+            Array(
+                state.refundWatches.values.sorted {
+                    ($0.checkedTimeMs, $0.environment.rawValue, $0.transactionID) < ($1.checkedTimeMs, $1.environment.rawValue, $1.transactionID)
+                }.prefix(limit))
+        }
+        func refundWatchChecked(transactionID: String, environment: StoreEnvironment, nowMs: Int64) {
+            state.refundWatches["\(environment.rawValue):\(transactionID)"]?.checkedTimeMs = nowMs
         }
         func events(after cursor: UInt64, limit: Int, accountID: String?) -> [EventRecord] {
             // Cursors are the events' positions plus one: binary search is not needed for a test store.

@@ -102,18 +102,21 @@ extension OrderStore {
             }, completion: completion)
     }
 
-    /// Records restored transactions (`PurchaseRules.restore`) and answers the account's entitlements.
+    /// Records restored transactions (`PurchaseRules.restore`) and answers the account's entitlements; the
+    /// customers whose histories were fetched by id (`watch`) are noted for refund-history reconciliation in the
+    /// same database transaction.
     public func restore(
-        accountID: String, transactions: [StoreTransaction], byID: [StoreTransaction] = [], policy: RestorePolicy,
-        context: RuleContext, completion: @escaping @Sendable (Result<[Entitlement], BillingError>) -> Void
+        accountID: String, transactions: [StoreTransaction], byID: [StoreTransaction] = [], watch: [RefundWatch] = [],
+        policy: RestorePolicy, context: RuleContext, completion: @escaping @Sendable (Result<[Entitlement], BillingError>) -> Void
     ) {
         write(
             abandoned: { false },
             { ledger throws(BillingError) in
-                .success(
-                    try PurchaseRules.restore(
-                        ledger, accountID: accountID, transactions: transactions, byID: byID, policy: policy,
-                        context: context))
+                let entitlements = try PurchaseRules.restore(
+                    ledger, accountID: accountID, transactions: transactions, byID: byID, policy: policy,
+                    context: context)
+                for w in watch { try ledger.watchRefunds(w) }
+                return .success(entitlements)
             }, completion: completion)
     }
 

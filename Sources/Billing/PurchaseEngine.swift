@@ -164,8 +164,11 @@ public final class PurchaseEngine: Sendable {
     /// `fetched`: signed transactions billingd fetched itself (App Store Server API history by transaction id),
     /// verified like the others but not counted against the caller's limit; they only update what the account
     /// owns or attach what names its orders (PurchaseRules.mayAttachByID).
+    /// `watch`: the customers (a transaction id and its environment) whose histories were fetched, noted for
+    /// refund-history reconciliation with the restore.
     public func restorePurchases(
         accountID: String, appReceipt: String, signedTransactions: [String], fetched: [String] = [],
+        watch: [(transactionID: String, environment: StoreEnvironment)] = [],
         completion: @escaping @Sendable (Result<[Entitlement], BillingError>) -> Void
     ) {
         do throws(BillingError) {
@@ -204,8 +207,10 @@ public final class PurchaseEngine: Sendable {
         }
         // A transaction id is no proof of possession (ids are sequential; anyone can type one): what was fetched
         // by id follows PurchaseRules.mayAttachByID, the caller's own proofs --restore-policy.
+        let now = clock.nowMilliseconds()
+        let watches = watch.map { RefundWatch(transactionID: $0.transactionID, environment: $0.environment, accountID: accountID, addedTimeMs: now) }
         orders.store.restore(
-            accountID: accountID, transactions: proven, byID: byID, policy: restorePolicy,
+            accountID: accountID, transactions: proven, byID: byID, watch: watches, policy: restorePolicy,
             context: RuleContext(nowMs: clock.nowMilliseconds(), cause: .restorePurchases, catalog: catalog),
             completion: completion)
     }

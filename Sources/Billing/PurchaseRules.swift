@@ -51,6 +51,12 @@ public protocol PurchaseLedger {
     /// so that each reads what the previous one committed (renewal state, entitlement) before it writes.
     /// A no-op where writers are already serialized (memory, SQLite).
     func lockSubscription(originalTransactionID: String) throws(BillingError)
+    /// Notes a customer whose refund history reconciliation reads; a repeat (same environment and id) changes nothing.
+    func watchRefunds(_ watch: RefundWatch) throws(BillingError)
+    /// The customers whose refund history reconciliation reads, least recently read first; at most `limit`.
+    func refundWatches(limit: Int) throws(BillingError) -> [RefundWatch]
+    /// Records that a customer's refund history was read through at `nowMs`.
+    func refundWatchChecked(transactionID: String, environment: StoreEnvironment, nowMs: Int64) throws(BillingError)
 }
 
 extension PurchaseLedger {

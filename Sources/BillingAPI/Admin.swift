@@ -24,6 +24,9 @@ public struct ReconcileResponse: ProtoMessage, Equatable {
     public var duplicate: Int32 = 0
     public var ignored: Int32 = 0
     public var rejected: Int32 = 0
+    /// Customers whose refund history was read, and the refunded transactions that changed billingd's record.
+    public var refundHistories: Int32 = 0
+    public var refundsApplied: Int32 = 0
     public init() {}
     public mutating func decodeFields(from r: inout ProtoReader) throws(WireError) {
         while let (field, wt) = try r.nextTag() {
@@ -35,6 +38,8 @@ public struct ReconcileResponse: ProtoMessage, Equatable {
             case 5: try expect(wt, .varint, field: 5); duplicate = try r.readInt32(field: 5)
             case 6: try expect(wt, .varint, field: 6); ignored = try r.readInt32(field: 6)
             case 7: try expect(wt, .varint, field: 7); rejected = try r.readInt32(field: 7)
+            case 8: try expect(wt, .varint, field: 8); refundHistories = try r.readInt32(field: 8)
+            case 9: try expect(wt, .varint, field: 9); refundsApplied = try r.readInt32(field: 9)
             default: try r.skip(wt)
             }
         }
@@ -42,10 +47,12 @@ public struct ReconcileResponse: ProtoMessage, Equatable {
     public var encodedSize: Int {
         ProtoSize.int64(1, startTimeMs) + ProtoSize.int64(2, endTimeMs) + ProtoSize.int32(3, pages) + ProtoSize.int32(4, applied)
             + ProtoSize.int32(5, duplicate) + ProtoSize.int32(6, ignored) + ProtoSize.int32(7, rejected)
+            + ProtoSize.int32(8, refundHistories) + ProtoSize.int32(9, refundsApplied)
     }
     public func encode(to w: inout ProtoWriter) {
         w.int64(1, startTimeMs); w.int64(2, endTimeMs); w.int32(3, pages); w.int32(4, applied)
         w.int32(5, duplicate); w.int32(6, ignored); w.int32(7, rejected)
+        w.int32(8, refundHistories); w.int32(9, refundsApplied)
     }
 }
 

@@ -6,7 +6,8 @@ import ProtoWire
 public import RPC
 
 /// billing.admin.v1.Admin: reconciliation on demand, order-id lookups for support staff, test
-/// notifications. Every method calls the App Store Server API (blocking), so each runs on the
+/// notifications, and the support calls of AdminService+Support.swift (renewal-date extensions, Set App Account
+/// Token, app transactions). Every method calls the App Store Server API (blocking), so each runs on the
 /// verification queue, never on an event loop. Without credentials every method answers
 /// FAILED_PRECONDITION APPSTORE_API_NOT_CONFIGURED.
 public final class AdminService: Sendable {
@@ -15,11 +16,11 @@ public final class AdminService: Sendable {
     public static let requestTestNotification = "billing.admin.v1.Admin/RequestTestNotification"
     public static let getTestNotificationStatus = "billing.admin.v1.Admin/GetTestNotificationStatus"
 
-    private let link: AppStoreLink?
-    private let store: any OrderStore
-    private let verifier: (any ProofVerifier)?
-    private let processor: NotificationProcessor?
-    private let catalog: Catalog?
+    let link: AppStoreLink?
+    let store: any OrderStore
+    let verifier: (any ProofVerifier)?
+    let processor: NotificationProcessor?
+    let catalog: Catalog?
     /// Runs a reconciliation (waiting for one already running); nil when reconciliation is not possible.
     private let runReconcile: @Sendable (Int64?) -> Result<Reconciler.Report, BillingError>?
 
@@ -49,10 +50,11 @@ public final class AdminService: Sendable {
         router.register(Self.getTestNotificationStatus, GetTestNotificationStatusRequest.self, on: .pool(Workers.appStore)) { [self] _, request, responder in
             answer(responder) { () throws(BillingError) in try self.testStatus(request) }
         }
+        registerSupport(in: &router)
     }
 
     /// Every admin call waits on Apple: they are registered on the App Store pool, never on a loop.
-    private func answer<M: ProtoMessage>(_ responder: Responder, _ work: () throws(BillingError) -> M) {
+    func answer<M: ProtoMessage>(_ responder: Responder, _ work: () throws(BillingError) -> M) {
         do throws(BillingError) {
             responder.succeed(try work())
         } catch {
@@ -60,7 +62,7 @@ public final class AdminService: Sendable {
         }
     }
 
-    private func needLink(_ feature: String) throws(BillingError) -> AppStoreLink {
+    func needLink(_ feature: String) throws(BillingError) -> AppStoreLink {
         guard let link else { throw .appStoreAPINotConfigured(feature: feature) }
         return link
     }
@@ -84,6 +86,8 @@ public final class AdminService: Sendable {
         r.duplicate = Int32(clamping: report.duplicate)
         r.ignored = Int32(clamping: report.ignored)
         r.rejected = Int32(clamping: report.rejected)
+        r.refundHistories = Int32(clamping: report.refundHistories)
+        r.refundsApplied = Int32(clamping: report.refundsApplied)
         return r
     }
 
@@ -181,10 +185,24 @@ public final class AdminService: Sendable {
         return r
     }
 
-    private func read<T: Sendable>(_ body: @escaping @Sendable (any PurchaseLedger) throws(BillingError) -> T) throws(BillingError) -> T {
+    func read<T: Sendable>(_ body: @escaping @Sendable (any PurchaseLedger) throws(BillingError) -> T) throws(BillingError) -> T {
         let done = DispatchSemaphore(value: 0)
         nonisolated(unsafe) var result: Result<T, BillingError> = .failure(.storageUnavailable(detail: "no answer"))
         store.read(body) { r in
+            result = r
+            done.signal()
+        }
+        done.wait()
+        return try result.get()
+    }
+
+    /// One database transaction (the store's write primitive), waited for on this worker thread.
+    func write<T: Sendable>(
+        _ body: @escaping @Sendable (any PurchaseLedger) throws(BillingError) -> Result<T, BillingError>
+    ) throws(BillingError) -> T {
+        let done = DispatchSemaphore(value: 0)
+        nonisolated(unsafe) var result: Result<T, BillingError> = .failure(.storageUnavailable(detail: "no answer"))
+        store.write(abandoned: { false }, body) { r in
             result = r
             done.signal()
         }

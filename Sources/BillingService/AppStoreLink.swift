@@ -6,7 +6,7 @@ public import Billing
 /// order (production first, then sandbox when it is accepted), Apple's answers turned into `BillingError`s.
 /// Every call blocks: run on a worker queue.
 public final class AppStoreLink: Sendable {
-    public let client: AppStoreAPIClient
+    public let client: any AppStoreServerAPI
     /// The environments this billingd accepts, production first.
     public let environments: [AppStoreAPIEnvironment]
     /// Called with a line for the operator when Apple refuses our credentials or answers nonsense.
@@ -15,7 +15,7 @@ public final class AppStoreLink: Sendable {
     /// At most this many transaction ids per RestorePurchases.
     public static let maxTransactionIDs = 20
 
-    public init(client: AppStoreAPIClient, environments: [AppStoreAPIEnvironment], warn: @escaping @Sendable (String) -> Void = { _ in }) {
+    public init(client: any AppStoreServerAPI, environments: [AppStoreAPIEnvironment], warn: @escaping @Sendable (String) -> Void = { _ in }) {
         self.client = client
         self.environments = AppStoreAPIEnvironment.allCases.filter { environments.contains($0) }
         self.warn = warn
@@ -29,15 +29,25 @@ public final class AppStoreLink: Sendable {
     /// again (ids of one customer share one history). `expired` is checked between pages: a caller that gave
     /// up stops the fetching.
     public func signedHistory(transactionIDs: [String], expired: @escaping () -> Bool = { false }) -> Result<[String], BillingError> {
+        signedHistories(transactionIDs: transactionIDs, expired: expired).map(\.signed)
+    }
+
+    /// `signedHistory`, with the customers it fetched: one transaction id per history and the environment that
+    /// knew it (what refund-history reconciliation reads again later).
+    public func signedHistories(
+        transactionIDs: [String], expired: @escaping () -> Bool = { false }
+    ) -> Result<(signed: [String], customers: [(transactionID: String, environment: StoreEnvironment)]), BillingError> {
         var seen = Set<String>()
         var covered = Set<String>()
         var all: [String] = []
+        var customers: [(transactionID: String, environment: StoreEnvironment)] = []
         for id in transactionIDs where !covered.contains(id) {
             let found = firstEnvironment(knowing: id) { env throws(AppStoreAPIError) in
-                try client.fullHistory(id, in: env, maxTransactions: Self.maxTransactions - all.count, stop: expired)
+                (try client.fullHistory(id, in: env, maxTransactions: Self.maxTransactions - all.count, stop: expired), env)
             }
             switch found {
-            case .success(let list):
+            case .success(let (list, env)):
+                customers.append((id, Self.storeEnvironment(env)))
                 for jws in list where seen.insert(jws).inserted {
                     all.append(jws)
                     if let tid = Self.transactionID(unverified: jws) { covered.insert(tid) }
@@ -46,7 +56,20 @@ public final class AppStoreLink: Sendable {
             }
             if expired() { return .failure(.appStoreAPIUnavailable(detail: "the call's deadline passed while fetching history")) }
         }
-        return .success(all)
+        return .success((all, customers))
+    }
+
+    /// The API environment of a recorded one; nil for Xcode (StoreKit testing in Xcode has no server API).
+    public static func apiEnvironment(_ e: StoreEnvironment) -> AppStoreAPIEnvironment? {
+        switch e {
+        case .production: .production
+        case .sandbox: .sandbox
+        case .xcode: nil
+        }
+    }
+
+    public static func storeEnvironment(_ e: AppStoreAPIEnvironment) -> StoreEnvironment {
+        e == .production ? .production : .sandbox
     }
 
     /// The transactionId a JWS claims, read without verification (only to skip fetching a history twice;

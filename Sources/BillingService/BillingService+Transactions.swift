@@ -2,8 +2,7 @@ import Billing
 import BillingAPI
 import RPC
 
-/// ListTransactions and GetTransaction read what the store recorded (no proof, no store API call); SignOffer
-/// answers OFFER_SIGNING_NOT_CONFIGURED until offer signing is built.
+/// ListTransactions and GetTransaction read what the store recorded (no proof, no store API call).
 extension BillingService {
     /// ListTransactions' page size: 0 asks for this many.
     static let defaultPageSize = 100
@@ -11,14 +10,7 @@ extension BillingService {
     static let maxPageSize = 1000
 
     func listTransactions(_ context: CallContext, _ request: ListTransactionsRequest, _ responder: Responder) {
-        if !request.accountID.isEmpty && request.accountID.utf8.count <= OrderService.Limits.accountID {
-            context.note("account_id", request.accountID)
-        }
-        do throws(BillingError) {
-            try OrderService.checkText(request.accountID, field: "account_id", max: OrderService.Limits.accountID, required: true)
-        } catch {
-            return answer(error, context, responder)
-        }
+        if let refusal = Self.checkAccount(request.accountID, context) { return answer(refusal, context, responder) }
         guard request.limit >= 0 else {
             return answer(.invalidField(field: "limit", problem: "must not be negative (0 means 100)"), context, responder)
         }
@@ -72,9 +64,5 @@ extension BillingService {
             case .failure(let error): answer(error, context, responder)
             }
         }
-    }
-
-    func signOffer(_ context: CallContext, _ request: SignOfferRequest, _ responder: Responder) {
-        answer(.offerSigningNotConfigured(detail: "no In-App Purchase key (--offer-signing-key-id, --offer-signing-key)"), context, responder)
     }
 }

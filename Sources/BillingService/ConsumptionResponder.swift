@@ -18,14 +18,14 @@ import Synchronization
 /// Answers run after the notification is durable, on a worker queue; failures are logged and counted, never
 /// retried forever (Apple accepts answers within 12 hours of the request).
 public final class ConsumptionResponder: Sendable {
-    private let client: AppStoreAPIClient
+    private let client: any AppStoreServerAPI
     private let store: any OrderStore
     private let queue = DispatchQueue(label: "billing.consumption")
     /// Called once per request with its result (`sent`, `no_record`, `failed`) and a detail for the log.
     private let report: @Sendable (_ transactionID: String, _ result: String, _ detail: String) -> Void
 
     public init(
-        client: AppStoreAPIClient, store: any OrderStore,
+        client: any AppStoreServerAPI, store: any OrderStore,
         report: @escaping @Sendable (String, String, String) -> Void = { _, _, _ in }
     ) {
         self.client = client

@@ -47,6 +47,8 @@ extension BillingError {
             RPCError(code: .failedPrecondition, message: description, reason: "APPSTORE_API_NOT_CONFIGURED")
         case .appStoreAPIUnavailable:
             RPCError(code: .unavailable, message: description, reason: "APPSTORE_API_UNAVAILABLE")
+        case .appStoreAPIRefused(let code, _):
+            RPCError(code: .failedPrecondition, message: description, reason: "APPSTORE_API_REFUSED", metadata: ["apple_error_code": String(code)])
         case .transactionPredatesOrder(let id):
             RPCError(code: .failedPrecondition, message: description, reason: "TRANSACTION_PREDATES_ORDER", metadata: ["transaction_id": id])
         case .notPurchasedByAccount(let id):

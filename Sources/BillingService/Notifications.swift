@@ -102,6 +102,17 @@ public final class NotificationProcessor: Sendable {
         }
     }
 
+    /// Verifies a signed app transaction (Get App Transaction Info's answer) with the proof rules (chain, marker
+    /// OIDs, signature, bundle id), whatever its environment.
+    public func verifyAppTransaction(_ signed: String) -> Result<AppTransactionPayload, BillingError> {
+        switch verifier.verifyAppTransaction(signed) {
+        case .success(let p): return .success(p)
+        case .failure(.malformed(let d)), .failure(.environmentNotAllowed(let d)): return .failure(.receiptMalformed(detail: "app transaction: \(d)"))
+        case .failure(.untrusted(let d)): return .failure(.receiptUntrusted(detail: "app transaction: \(d)"))
+        case .failure(.wrongApp(let d)): return .failure(.wrongApp(detail: "app transaction: \(d)"))
+        }
+    }
+
     struct Refusal: Error {
         var reason: String
         var detail: String

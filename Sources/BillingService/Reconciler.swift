@@ -10,6 +10,11 @@ import Synchronization
 /// A run covers, per accepted environment, from `since` (or the newest recorded notification's signedDate
 /// less `margin`; with none recorded, as far back as Apple keeps), clamped to what Apple keeps (180 days in
 /// production, 30 in the sandbox), up to now.
+///
+/// Then, with a verifier, it reads Get Refund History for the customers billingd fetched by transaction id
+/// (RestorePurchases with `transaction_ids`; `RefundWatch`), the least recently read first, at most
+/// `maxRefundHistories` a run: each refunded transaction is verified like a proof and applied as a REFUND
+/// notification carrying it would be (`PurchaseRules.applyFetchedView`), one database transaction per customer.
 /// One run at a time; every call blocks its thread.
 public final class Reconciler: Sendable {
     public struct Report: Sendable, Equatable {
@@ -20,6 +25,11 @@ public final class Reconciler: Sendable {
         public var duplicate = 0
         public var ignored = 0
         public var rejected = 0
+        /// Customers whose refund history was read, refunded transactions that changed billingd's record, and
+        /// refunded transactions that failed verification.
+        public var refundHistories = 0
+        public var refundsApplied = 0
+        public var refundsRejected = 0
         /// Why the run stopped early (the API or the database unavailable); nil when it finished.
         public var error: String?
         public init() {}
@@ -29,20 +39,28 @@ public final class Reconciler: Sendable {
     public static func historyDays(_ environment: AppStoreAPIEnvironment) -> Int64 { environment == .production ? 180 : 30 }
     /// Pages per environment per run: 20 notifications a page, so at most 100,000 notifications.
     public static let maxPages = 5000
+    /// Customers whose refund history one run reads.
+    public static let maxRefundHistories = 200
 
     private let link: AppStoreLink
     private let processor: NotificationProcessor
     private let store: any OrderStore
     private let marginMs: Int64
     private let clock: any WallClock
+    private let verifier: (any ProofVerifier)?
+    private let catalog: Catalog?
     private let running = Mutex(false)
     /// Per environment and result (applied, duplicate, ignored, rejected), for metrics.
     private let count: @Sendable (AppStoreAPIEnvironment, String, Int) -> Void
 
+    /// `verifier` and `catalog`: refund-history reconciliation verifies and classifies with them (none without a verifier).
     public init(
         link: AppStoreLink, processor: NotificationProcessor, store: any OrderStore, marginSeconds: Double,
+        verifier: (any ProofVerifier)? = nil, catalog: Catalog? = nil,
         clock: any WallClock = SystemClock(), count: @escaping @Sendable (AppStoreAPIEnvironment, String, Int) -> Void = { _, _, _ in }
     ) {
+        self.verifier = verifier
+        self.catalog = catalog
         self.link = link
         self.processor = processor
         self.store = store
@@ -108,8 +126,71 @@ public final class Reconciler: Sendable {
             case .failed(let why): errors.append(why)
             }
         }
+        if verifier != nil, let why = reconcileRefunds(&report) { errors.append(why) }
         if !errors.isEmpty { report.error = errors.joined(separator: "; ") }
         return .success(report)
+    }
+
+    /// Get Refund History for the customers restored by transaction id; nil when it finished, else why it stopped.
+    private func reconcileRefunds(_ report: inout Report) -> String? {
+        guard let verifier else { return nil }
+        let watches: [RefundWatch]
+        switch blocking({ done in store.read({ ledger throws(BillingError) in try ledger.refundWatches(limit: Self.maxRefundHistories) }, completion: done) }) {
+        case .success(let w): watches = w
+        case .failure(let e): return "storage unavailable: \(e.description) (refund history)"
+        }
+        for w in watches {
+            guard let env = AppStoreLink.apiEnvironment(w.environment) else { continue }
+            let signed: [String]
+            do {
+                signed = try link.client.fullRefundHistory(w.transactionID, in: env)
+            } catch .notFound, .tooLarge, .rejected(status: 400, code: _, message: _) {
+                // Apple no longer knows the id, refuses it, or holds more than one call takes: nothing is read, and it
+                // is marked read, so that it never holds up the customers after it.
+                signed = []
+            } catch {
+                return link.map(error, transactionID: nil).description + " (refund history, \(env.rawValue))"
+            }
+            report.refundHistories += 1
+            var views: [StoreTransaction] = []
+            for jws in signed {
+                switch verifier.verifySignedTransaction(jws) {
+                case .success(var t):
+                    if let kind = catalog?.product(t.productID)?.kind { t.productKind = kind }
+                    views.append(t)
+                case .failure: report.refundsRejected += 1
+                }
+            }
+            let context = RuleContext(nowMs: clock.nowMilliseconds(), cause: .refundHistory, catalog: catalog)
+            let applied = views
+            let result: Result<Int, BillingError> = blocking { done in
+                store.write(
+                    abandoned: { false },
+                    { ledger throws(BillingError) in
+                        var changed = 0
+                        for t in applied where try PurchaseRules.applyFetchedView(ledger, t, context: context) { changed += 1 }
+                        try ledger.refundWatchChecked(transactionID: w.transactionID, environment: w.environment, nowMs: context.nowMs)
+                        return .success(changed)
+                    }, completion: done)
+            }
+            switch result {
+            case .success(let n): report.refundsApplied += n
+            case .failure(let e): return "storage unavailable: \(e.description) (refund history)"
+            }
+        }
+        return nil
+    }
+
+    /// Waits on this thread for a store answer.
+    private func blocking<T: Sendable>(_ start: (@escaping @Sendable (Result<T, BillingError>) -> Void) -> Void) -> Result<T, BillingError> {
+        let done = DispatchSemaphore(value: 0)
+        let result = Mutex<Result<T, BillingError>>(.failure(.storageUnavailable(detail: "no answer")))
+        start { r in
+            result.withLock { $0 = r }
+            done.signal()
+        }
+        done.wait()
+        return result.withLock { $0 }
     }
 
     enum Outcome {

@@ -1,13 +1,35 @@
 import COpenSSL
 import Glibc
 
-/// A private key for the local test store; owns its `EVP_PKEY`.
+/// A private key (the local test store's, an App Store Connect `.p8` key); owns its `EVP_PKEY`.
 public final class PrivateKey: @unchecked Sendable {
-    // Sendable: the key is immutable; each signature uses its own EVP_MD_CTX.
+    // Sendable: the key is immutable; each signature uses its own EVP_MD_CTX, or an EVP_PKEY_CTX taken from
+    // `signContexts` under its lock, so no context is used by two threads at once.
     let pkey: OpaquePointer
+    /// Sign-initialised EVP_PKEY_CTXs for EC keys, reused: OpenSSL 3 fetches the digest and signature
+    /// algorithms on every `EVP_DigestSignInit`, which a reused context skips (as `PublicKey` does for verifies).
+    private let signContexts = ContextPool { EVP_PKEY_CTX_free($0) }
 
     init(owning pkey: OpaquePointer) { self.pkey = pkey }
     deinit { EVP_PKEY_free(pkey) }
+
+    /// True for an EC key on P-256 (prime256v1), the only key ES256 and Apple's In-App Purchase keys use.
+    public var isP256: Bool {
+        guard EVP_PKEY_get_base_id(pkey) == EVP_PKEY_EC else { return false }
+        var name = [CChar](repeating: 0, count: 64)
+        var length = 0
+        guard EVP_PKEY_get_group_name(pkey, &name, name.count, &length) == 1 else {
+            ERR_clear_error()
+            return false
+        }
+        return String(decoding: name.prefix(length).map { UInt8(bitPattern: $0) }, as: UTF8.self) == "prime256v1"
+    }
+
+    /// The public half, for checking this key's signatures.
+    public var publicKey: PublicKey {
+        EVP_PKEY_up_ref(pkey)
+        return PublicKey(owning: pkey)
+    }
 
     /// A fresh EC P-256 key.
     public static func generateP256() throws(CryptoError) -> PrivateKey {
@@ -53,6 +75,7 @@ public final class PrivateKey: @unchecked Sendable {
 
     /// A DER signature over `message` with SHA-256.
     public func signSHA256(_ message: [UInt8]) throws(CryptoError) -> [UInt8] {
+        if EVP_PKEY_get_base_id(pkey) == EVP_PKEY_EC { return try signDigestECDSA(Digest.sha256(message)) }
         guard let ctx = EVP_MD_CTX_new() else { throw .library("EVP_MD_CTX_new") }
         defer { EVP_MD_CTX_free(ctx) }
         guard EVP_DigestSignInit(ctx, nil, EVP_sha256(), nil, pkey) == 1 else { throw .library(CryptoError.opensslMessage()) }
@@ -64,6 +87,29 @@ public final class PrivateKey: @unchecked Sendable {
         guard message.withUnsafeBufferPointer({ EVP_DigestSign(ctx, &sig, &length, $0.baseAddress, $0.count) }) == 1 else {
             throw .library(CryptoError.opensslMessage())
         }
+        return Array(sig[0..<length])
+    }
+
+    /// ECDSA over a digest already made, with a pooled context: the DER signature.
+    private func signDigestECDSA(_ digest: [UInt8]) throws(CryptoError) -> [UInt8] {
+        var ctx = signContexts.take()
+        if ctx == nil {
+            guard let fresh = EVP_PKEY_CTX_new_from_pkey(nil, pkey, nil) else { throw .library(CryptoError.opensslMessage()) }
+            guard EVP_PKEY_sign_init(fresh) == 1 else {
+                EVP_PKEY_CTX_free(fresh)
+                throw .library(CryptoError.opensslMessage())
+            }
+            ctx = fresh
+        }
+        // The largest DER ECDSA-Sig-Value for this key; the signature is cut to what was written.
+        var length = Int(EVP_PKEY_get_size(pkey))
+        var sig = [UInt8](repeating: 0, count: max(length, 1))
+        let rc = EVP_PKEY_sign(ctx, &sig, &length, digest, digest.count)
+        guard rc == 1 else {
+            EVP_PKEY_CTX_free(ctx)
+            throw .library(CryptoError.opensslMessage())
+        }
+        if let ctx { signContexts.give(ctx) }
         return Array(sig[0..<length])
     }
 

@@ -112,13 +112,16 @@ public final class App: Sendable {
             }
         }
         if let appStore, let processor {
-            reconciler = Reconciler(link: appStore, processor: processor, store: store, marginSeconds: configuration.reconcileMargin) { env, result, n in
+            reconciler = Reconciler(
+                link: appStore, processor: processor, store: store, marginSeconds: configuration.reconcileMargin, verifier: verifier, catalog: catalog
+            ) { env, result, n in
                 metrics.reconciled.inc([env.rawValue, result], by: Double(n))
             }
         } else {
             reconciler = nil
         }
-        let service = BillingService(orders: orders, purchases: engine, appStore: appStore) { requestID, detail in
+        let offers = try App.offerSigning(configuration, logger: logger)
+        let service = BillingService(orders: orders, purchases: engine, appStore: appStore, offers: offers) { requestID, detail in
             logger.log(.error, "storage error", [("request_id", .string(requestID)), ("error", .string(detail))])
         }
         var router = Router()
@@ -286,6 +289,35 @@ public final class App: Sendable {
         }
     }
 
+    /// SignOffer's key, read and checked now (a P-256 key that signs); nil without `--offer-signing-key`.
+    static func offerSigning(_ c: Configuration, logger: Logger) throws(StartError) -> OfferSigning? {
+        guard let keyID = c.offerSigningKeyID, let keyPath = c.offerSigningKey else { return nil }
+        let key: PrivateKey
+        do {
+            key = try PrivateKey.parsePEM(Array(try Data(contentsOf: URL(fileURLWithPath: keyPath))))
+            guard key.isP256 else { throw CryptoError.malformed("not P-256") }
+            _ = try key.signES256([0])
+        } catch {
+            // Never the key's bytes: only that it could not be used.
+            throw StartError(description: "billingd: --offer-signing-key: \(keyPath) is not an ES256 (P-256) private key in PEM (.p8)")
+        }
+        let issuer = c.offerSigningIssuerID ?? c.appStoreAPIIssuerID
+        let apps: [String]? = c.bundleIDs.isEmpty && c.dev ? nil : c.bundleIDs
+        if issuer == nil {
+            logger.log(
+                .warning,
+                "no --offer-signing-issuer-id or --appstore-api-issuer-id: SignOffer signs PROMOTIONAL only; the JWS kinds answer OFFER_SIGNING_NOT_CONFIGURED"
+            )
+        }
+        if apps?.isEmpty == true {
+            logger.log(.warning, "no --bundle-id: SignOffer refuses every offer with WRONG_APP")
+        }
+        logger.log(
+            .info, "offer signing configured",
+            [("key_id", .string(keyID)), ("jws_kinds", .bool(issuer != nil)), ("bundle_ids", .string(apps?.joined(separator: ",") ?? "any (--dev)"))])
+        return OfferSigning(signer: OfferSigner(keyID: keyID, issuerID: issuer, privateKey: key), bundleIDs: apps)
+    }
+
     /// Runs a reconciliation now (on its queue) and logs its report.
     @discardableResult
     public func reconcile(sinceMs: Int64? = nil) -> Result<Reconciler.Report, BillingError>? {
@@ -306,6 +338,8 @@ public final class App: Sendable {
                 [
                     ("start_ms", .int(Int(r.startMs))), ("end_ms", .int(Int(r.endMs))), ("pages", .int(r.pages)), ("applied", .int(r.applied)),
                     ("duplicate", .int(r.duplicate)), ("ignored", .int(r.ignored)), ("rejected", .int(r.rejected)),
+                    ("refund_histories", .int(r.refundHistories)), ("refunds_applied", .int(r.refundsApplied)),
+                    ("refunds_rejected", .int(r.refundsRejected)),
                     ("error", .string(r.error ?? "")),
                 ])
         case .failure(let e):

@@ -62,6 +62,11 @@ public struct Configuration: Sendable, Equatable {
     public var reconcileMargin = 3600.0
     /// `off` or `auto`: answer CONSUMPTION_REQUEST notifications through Send Consumption Information.
     public var consumptionAnswers = "off"
+    /// The In-App Purchase key that signs offers (SignOffer): its id and its `.p8` file (both, or neither).
+    public var offerSigningKeyID: String?
+    public var offerSigningKey: String?
+    /// The issuer id the JWS offer kinds carry; nil: `appStoreAPIIssuerID`.
+    public var offerSigningIssuerID: String?
 
     /// True when the App Store Server API can be called.
     public var appStoreAPIConfigured: Bool { appStoreAPIKeyID != nil }
@@ -89,6 +94,7 @@ public struct Configuration: Sendable, Equatable {
         "appstore-api-key-id": true, "appstore-api-issuer-id": true, "appstore-api-private-key": true, "appstore-api-url": true,
         "appstore-api-sandbox-url": true, "appstore-api-ca": true, "appstore-api-timeout": true, "reconcile-interval": true, "reconcile-margin": true,
         "consumption-answers": true,
+        "offer-signing-key-id": true, "offer-signing-key": true, "offer-signing-issuer-id": true,
     ]
     static let repeatable: Set<String> = ["bundle-id", "trust-root"]
 
@@ -314,6 +320,25 @@ public struct Configuration: Sendable, Equatable {
             guard s == "off" || s == "auto" else { throw Invalid(flag: "consumption-answers", problem: "'\(s.prefix(40))' is not off or auto") }
             c.consumptionAnswers = s
         }
+        if let s = one("offer-signing-key-id") {
+            guard !s.isEmpty, s.utf8.count <= 64, s.allSatisfy({ $0.isLetter || $0.isNumber }) else {
+                throw Invalid(flag: "offer-signing-key-id", problem: "'\(s.prefix(64))' is not a key id (letters and digits, as App Store Connect shows it)")
+            }
+            c.offerSigningKeyID = s
+        }
+        if let s = one("offer-signing-key") { c.offerSigningKey = try file("offer-signing-key", s) }
+        if (c.offerSigningKeyID == nil) != (c.offerSigningKey == nil) {
+            throw Invalid(
+                flag: c.offerSigningKeyID == nil ? "offer-signing-key-id" : "offer-signing-key",
+                problem: "--offer-signing-key-id and --offer-signing-key go together")
+        }
+        if let s = one("offer-signing-issuer-id") {
+            guard UUID(uuidString: s) != nil else { throw Invalid(flag: "offer-signing-issuer-id", problem: "'\(s.prefix(64))' is not a UUID") }
+            guard c.offerSigningKey != nil else {
+                throw Invalid(flag: "offer-signing-issuer-id", problem: "needs --offer-signing-key-id and --offer-signing-key")
+            }
+            c.offerSigningIssuerID = s
+        }
         if one("help") != nil { throw Invalid(flag: "help", problem: "usage") }
         return c
     }
@@ -360,5 +385,7 @@ public struct Configuration: Sendable, Equatable {
           --reconcile-interval SECONDS fetch missed notifications from the API this often (default 3600; 0 off)
           --reconcile-margin SECONDS   start each reconciliation this long before the newest applied notification (default 3600)
           --consumption-answers M      off (default) or auto: answer CONSUMPTION_REQUEST with Send Consumption Information
+          --offer-signing-key-id ID --offer-signing-key PATH   the In-App Purchase key (.p8) that signs offers (SignOffer)
+          --offer-signing-issuer-id UUID   the issuer id of the JWS offer kinds (default: --appstore-api-issuer-id)
         """
 }

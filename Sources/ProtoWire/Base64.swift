@@ -1,14 +1,27 @@
 /// Base64 (RFC 4648): encodes standard, unpadded by default; decodes standard or URL-safe, padded or not.
 public enum Base64 {
     private static let alphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/".utf8)
+    private static let urlAlphabet = Array("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_".utf8)
 
     public static func encode(_ bytes: [UInt8], padded: Bool = false) -> String {
+        encode(bytes, padded: padded, alphabet: alphabet)
+    }
+
+    /// The URL-safe alphabet (`-` and `_`), unpadded: JWS parts (RFC 7515).
+    public static func encodeURL(_ bytes: [UInt8]) -> String {
+        encode(bytes, padded: false, alphabet: urlAlphabet)
+    }
+
+    private static func encode(_ bytes: [UInt8], padded: Bool, alphabet: [UInt8]) -> String {
         var out = [UInt8]()
         out.reserveCapacity((bytes.count + 2) / 3 * 4)
         var i = 0
         while i + 3 <= bytes.count {
             let n = UInt32(bytes[i]) << 16 | UInt32(bytes[i + 1]) << 8 | UInt32(bytes[i + 2])
-            for shift in [18, 12, 6, 0] { out.append(alphabet[Int((n >> UInt32(shift)) & 63)]) }
+            out.append(alphabet[Int((n >> 18) & 63)])
+            out.append(alphabet[Int((n >> 12) & 63)])
+            out.append(alphabet[Int((n >> 6) & 63)])
+            out.append(alphabet[Int(n & 63)])
             i += 3
         }
         let rest = bytes.count - i

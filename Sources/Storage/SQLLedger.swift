@@ -392,6 +392,38 @@ struct SQLLedger<DB: SQLExecutor>: PurchaseLedger {
         }
     }
 
+    func watchRefunds(_ w: RefundWatch) throws(BillingError) {
+        try run { () throws(StorageError) in
+            // Another replica may note the same customer at once: the first row stays.
+            try db.update(
+                "INSERT INTO refund_watches (environment, transaction_id, account_id, added_time_ms, checked_time_ms) "
+                    + "VALUES ($1, $2, $3, $4, $5) ON CONFLICT (environment, transaction_id) DO NOTHING",
+                [.int(Int64(w.environment.rawValue)), .text(w.transactionID), .text(w.accountID), .int(w.addedTimeMs), .int(w.checkedTimeMs)])
+        }
+    }
+
+    func refundWatches(limit: Int) throws(BillingError) -> [RefundWatch] {
+        try run { () throws(StorageError) in
+            try db.query(
+                "SELECT environment, transaction_id, account_id, added_time_ms, checked_time_ms FROM refund_watches "
+                    + "ORDER BY checked_time_ms, environment, transaction_id LIMIT $1",
+                [.int(Int64(limit))],
+                { r in
+                    RefundWatch(
+                        transactionID: r.text(1), environment: StoreEnvironment(rawValue: r.int(0)) ?? .production, accountID: r.text(2),
+                        addedTimeMs: r.int64(3), checkedTimeMs: r.int64(4))
+                })
+        }
+    }
+
+    func refundWatchChecked(transactionID: String, environment: StoreEnvironment, nowMs: Int64) throws(BillingError) {
+        try run { () throws(StorageError) in
+            try db.update(
+                "UPDATE refund_watches SET checked_time_ms = $1 WHERE environment = $2 AND transaction_id = $3",
+                [.int(nowMs), .int(Int64(environment.rawValue)), .text(transactionID)])
+        }
+    }
+
     func lastCursor() throws(BillingError) -> UInt64 {
         try run { () throws(StorageError) in
             UInt64(max(0, try db.query("SELECT COALESCE(MAX(feed_cursor), 0) FROM events", [], { $0.int64(0) }).first ?? 0))

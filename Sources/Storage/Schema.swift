@@ -190,6 +190,19 @@ enum Schema {
             ALTER TABLE renewals ADD COLUMN billing_retry INTEGER NOT NULL DEFAULT 0;
             ALTER TABLE renewals ADD COLUMN auto_renew_product_id TEXT NOT NULL DEFAULT '';
             """,
+            // 8: the customers whose refund history reconciliation reads (fetched by transaction id in a restore),
+            // one per environment and id, the least recently read first.
+            """
+            CREATE TABLE refund_watches (
+                environment INTEGER NOT NULL,
+                transaction_id TEXT NOT NULL,
+                account_id TEXT NOT NULL,
+                added_time_ms \(ms) NOT NULL,
+                checked_time_ms \(ms) NOT NULL DEFAULT 0,
+                PRIMARY KEY (environment, transaction_id)
+            \(dialect.endKeyedTable)
+            CREATE INDEX refund_watches_checked ON refund_watches (checked_time_ms);
+            """,
         ]
     }
 }

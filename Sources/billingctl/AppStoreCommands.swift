@@ -8,7 +8,10 @@ import Foundation
 enum AppStoreCommands {
     static func admin(_ options: Options) throws {
         guard let sub = options.positional.first else {
-            throw Usage(message: "admin needs reconcile, lookup-order, test-notification or test-notification-status")
+            throw Usage(
+                message:
+                    "admin needs reconcile, lookup-order, test-notification, test-notification-status, extend, extend-all, extension-status, set-token or app-transaction"
+            )
         }
         let env = try environment(options.named["environment"])
         switch sub {
@@ -54,7 +57,7 @@ enum AppStoreCommands {
                     ("notificationUuid", JSON.quote(r.notificationUUID)),
                 ]))
         default:
-            throw Usage(message: "unknown admin command '\(sub)'")
+            guard try support(sub, options, env) else { throw Usage(message: "unknown admin command '\(sub)'") }
         }
     }
 

@@ -11,6 +11,8 @@ import Synchronization
 enum LoadCommand {
     enum Kind: String, CaseIterable, Sendable {
         case create, get, submit, receipt, restore, health
+        /// SignOffer, PROMOTIONAL, for one of the orders opened first (billingd needs --offer-signing-key).
+        case offer
         /// App Store notifications (REFUND, pre-signed, each a new UUID and transaction) posted over h2c to
         /// `--notify-addr`; not mixed with the gRPC kinds.
         case notify
@@ -21,6 +23,7 @@ enum LoadCommand {
             case .submit, .receipt: "billing.v1.Billing/SubmitReceipt"
             case .restore: "billing.v1.Billing/RestorePurchases"
             case .health: "grpc.health.v1.Health/Check"
+            case .offer: "billing.v1.Billing/SignOffer"
             case .notify: "appstore/notifications"
             }
         }
@@ -188,7 +191,7 @@ enum LoadCommand {
         let kinds = Set(s.weights.map(\.0))
         let budget = min(s.requests ?? 50_000, 200_000)
         var orderIDs: [String] = []
-        if kinds.contains(.get) {
+        if kinds.contains(.get) || kinds.contains(.offer) {
             let client = try options.client()
             for i in 0..<100 {
                 var req = CreateOrderRequest()
@@ -341,6 +344,14 @@ enum LoadCommand {
                 body = GetOrderRequest(orderID: id).encoded()
             case .health:
                 body = HealthCheckRequest().encoded()
+            case .offer:
+                var r = SignOfferRequest()
+                r.kind = .promotional
+                r.bundleID = s.bundle
+                r.productID = s.product
+                r.offerID = "load-offer"
+                r.orderID = inputs.orderIDs[Int.random(in: 0..<inputs.orderIDs.count, using: &rng)]
+                body = r.encoded()
             case .submit, .receipt:
                 // First the order; the proof goes when it is open.
                 let n = inputs.nextProof.add(1, ordering: .relaxed).newValue - 1

@@ -25,9 +25,10 @@ let usage = """
       transaction ID                                     GetTransaction: a transaction (or an original transaction's
             newest), its account and order
       notify URL FILE|-                                  POST an App Store notification body (HTTP/2; https:// for TLS)
+    \(OfferCommands.usage)
     \(TestStoreCommand.usage)
       demo [--store DIR] [--bundle-id ID] [--product ID]   CreateOrder -> signed purchase -> SubmitReceipt -> retry -> Restore
-      load [--mix create=5,get=3,submit=1,receipt=1,restore=1,health=1] [--connections N] [--concurrency N]
+      load [--mix create=5,get=3,submit=1,receipt=1,restore=1,health=1,offer=1] [--connections N] [--concurrency N]
             [--requests N] [--duration S] [--rate PER_SECOND] [--max-errors PERCENT] [--json] [--store DIR]
             [--mix notify --notify-addr HOST:PORT]   pre-signed REFUND notifications over h2c, each new (durable)
             bounded load (at most 10M calls, 1 h); counts grpc-status itself; exit 1 above --max-errors (default 0);
@@ -35,6 +36,7 @@ let usage = """
       reconcile [--since MS], lookup-order ORDER_ID     short for the admin commands below
       admin reconcile [--since MS] | lookup-order ORDER_ID | test-notification [--environment sandbox|production]
             | test-notification-status TOKEN [--environment E]      billing.admin.v1.Admin on billingd
+    \(AppStoreCommands.supportUsage)
       appstore test-notification [--environment E] [--wait]   RequestTestNotification through billingd; --wait polls
             GetTestNotificationStatus until Apple reports a send attempt (up to --timeout)
       appstore transaction|history|statuses|lookup ID --key-id ID --issuer-id UUID --private-key PATH --bundle-id ID
@@ -77,7 +79,7 @@ struct Options {
             case "--addr": addr = try value(a)
             case "--tls": tls = true
             case "--json": named["json"] = "true"
-            case "--follow", "--include-inactive", "--wait": named[String(a.dropFirst(2))] = "true"
+            case "--follow", "--include-inactive", "--wait", "--allow-introductory-offer": named[String(a.dropFirst(2))] = "true"
             case "--ca": ca = try value(a); tls = true
             case "--insecure": insecure = true; tls = true
             case "--api-key": apiKey = try value(a)
@@ -129,11 +131,12 @@ struct Options {
             "mix", "scenario", "connections", "concurrency", "requests", "duration", "rate", "max-errors", "store",
             "product", "bundle-id", "notify-addr",
         ],
-        "admin": ["since", "environment"],
+        "admin": ["since", "environment", "days", "reason", "request-id", "storefront"],
         "reconcile": ["since"],
         "lookup-order": [],
         "appstore": ["wait", "key-id", "issuer-id", "private-key", "bundle-id", "url", "environment"],
         "verify": ["kind", "root", "bundle-id", "environment", "app-apple-id", "now", "xcode-decode-only"],
+        "offer": ["kind", "product", "offer", "order", "transaction-id", "bundle-id", "allow-introductory-offer"],
     ]
 
     func client() throws -> Client {
@@ -236,6 +239,8 @@ func run() throws {
         try AppStoreCommands.admin(o)
     case "appstore":
         try AppStoreCommands.appStore(options)
+    case "offer":
+        try OfferCommands.run(options)
     default:
         throw Usage(message: "unknown command '\(options.command)'")
     }

@@ -191,6 +191,7 @@ struct ErrorTableTests {
             (.transactionUnknown(transactionID: "1"), .notFound, "TRANSACTION_NOT_FOUND"),
             (.googlePlayNotConfigured, .failedPrecondition, "GOOGLE_PLAY_NOT_CONFIGURED"),
             (.offerSigningNotConfigured(detail: "no key"), .failedPrecondition, "OFFER_SIGNING_NOT_CONFIGURED"),
+            (.appStoreAPIRefused(code: 4_030_005, detail: "Subscription max extension."), .failedPrecondition, "APPSTORE_API_REFUSED"),
         ])
     func mapping(_ error: BillingError, _ code: StatusCode, _ reason: String) {
         #expect(error.rpcError.code == code)
@@ -202,6 +203,11 @@ struct ErrorTableTests {
         let e = BillingError.storageUnavailable(detail: "INSERT INTO orders failed: disk I/O error").rpcError
         #expect(!e.message.contains("INSERT"))
         #expect(e.metadata.isEmpty)
+    }
+
+    @Test("APPSTORE_API_REFUSED carries Apple's error code")
+    func appleCode() {
+        #expect(BillingError.appStoreAPIRefused(code: 4_030_004, detail: "x").rpcError.metadata == ["apple_error_code": "4030004"])
     }
 
     @Test("INVALID_FIELD names the field in metadata")

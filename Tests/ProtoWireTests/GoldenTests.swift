@@ -121,7 +121,7 @@ let goldenCases: [GoldenCase] = {
         GoldenCase("status", status),
         GoldenCase("wire_all", all),
         GoldenCase("wire_extremes", extremes),
-    ] + transactionGoldenCases
+    ] + transactionGoldenCases + adminGoldenCases
 }()
 
 @Suite("Golden vectors from Python protobuf")

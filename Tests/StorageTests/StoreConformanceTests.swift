@@ -159,7 +159,7 @@ struct SQLiteTests {
         let store = try SQLiteOrderStore(path: path)
         store.close()
         let out = try sqliteCLI(path, "PRAGMA journal_mode; PRAGMA user_version;")
-        #expect(out == "wal\n7\n")
+        #expect(out == "wal\n8\n")
     }
 
     @Test("concurrent writes share commits (group commit)")

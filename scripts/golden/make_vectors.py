@@ -18,7 +18,7 @@ def compile_protos(out):
     import grpc_tools
     include = os.path.join(os.path.dirname(grpc_tools.__file__), "_proto")
     args = ["protoc", f"-I{ROOT}/schemas", f"-I{ROOT}/scripts/golden", f"-I{include}", f"--python_out={out}",
-            "billing/v1/billing.proto", "grpc/health/v1/health.proto", "google/rpc/status.proto",
+            "billing/v1/billing.proto", "billing/admin/v1/admin.proto", "grpc/health/v1/health.proto", "google/rpc/status.proto",
             "google/rpc/error_details.proto", "wiretest.proto"]
     if protoc.main(args) != 0:
         sys.exit("protoc failed")
@@ -30,6 +30,7 @@ def main():
     compile_protos(gen)
     sys.path.insert(0, gen)
     from billing.v1 import billing_pb2 as b
+    from billing.admin.v1 import admin_pb2 as a
     from google.rpc import status_pb2, error_details_pb2
     import wiretest_pb2 as w
     # grpc.health.v1 clashes with the grpc package; load it by path.
@@ -122,6 +123,38 @@ def main():
     add("sign_offer_response", b.SignOfferResponse(compact_jws="eyJ.a.b", key_id="ABC123DEFG",
                                                    nonce="5f3c1b9e-0000-4000-8000-000000000001", timestamp_ms=1700000000000,
                                                    signature="MEUCIQ=="))
+    # billing.admin.v1: the support calls (renewal-date extensions, Set App Account Token, app transactions).
+    add("admin_reconcile_response", a.ReconcileResponse(start_time_ms=1700000000000, end_time_ms=1700003600000, pages=3,
+                                                        applied=2, duplicate=1, ignored=0, rejected=1, refund_histories=7,
+                                                        refunds_applied=2))
+    add("admin_extend_request", a.ExtendRenewalDateRequest(original_transaction_id="2000000000000000", extend_by_days=90,
+                                                           extend_reason_code=3,
+                                                           request_identifier="0f8fad5b-d9cb-469f-a165-70867728950e"))
+    add("admin_extend_response", a.ExtendRenewalDateResponse(
+        original_transaction_id="2000000000000000", web_order_line_item_id="2000000000000123", success=True,
+        effective_time_ms=1731536000000, request_identifier="0f8fad5b-d9cb-469f-a165-70867728950e",
+        environment=b.ENVIRONMENT_PRODUCTION, account_id="acct-42", current_expires_time_ms=1731104000000))
+    add("admin_extend_all_request", a.ExtendRenewalDatesForAllRequest(
+        product_id="com.example.pro.monthly", extend_by_days=1, extend_reason_code=0,
+        request_identifier="0f8fad5b-d9cb-469f-a165-70867728950e", storefront_country_codes=["USA", "FRA"],
+        environment=b.ENVIRONMENT_SANDBOX))
+    add("admin_extend_all_response", a.ExtendRenewalDatesForAllResponse(
+        request_identifier="0f8fad5b-d9cb-469f-a165-70867728950e", environment=b.ENVIRONMENT_SANDBOX))
+    add("admin_extension_status_request", a.GetExtensionStatusRequest(
+        product_id="com.example.pro.monthly", request_identifier="0f8fad5b-d9cb-469f-a165-70867728950e",
+        environment=b.ENVIRONMENT_PRODUCTION))
+    add("admin_extension_status_response", a.GetExtensionStatusResponse(
+        request_identifier="0f8fad5b-d9cb-469f-a165-70867728950e", complete=True, complete_time_ms=1700000000000,
+        succeeded_count=30000000000, failed_count=2))
+    add("admin_set_token_request", a.SetAppAccountTokenRequest(original_transaction_id="2000000000000000",
+                                                               order_id="0f8fad5b-d9cb-469f-a165-70867728950e"))
+    add("admin_set_token_response", a.SetAppAccountTokenResponse(order=order_full, transactions=[tx_full, b.Transaction(transaction_id="1")],
+                                                                 environment=b.ENVIRONMENT_SANDBOX, order_completed=True))
+    add("admin_app_transaction_request", a.GetAppTransactionRequest(transaction_id="2000000000000000"))
+    add("admin_app_transaction_response", a.GetAppTransactionResponse(
+        environment=b.ENVIRONMENT_PRODUCTION, bundle_id="com.example.app", app_apple_id=1234567890, application_version="2.1",
+        original_application_version="1.0", original_purchase_time_ms=1600000000000, original_platform="iOS",
+        app_transaction_id="704289572311323333", signed_app_transaction="eyJ.a.b"))
     add("health_request", h.HealthCheckRequest(service="billing.v1.Billing"))
     add("health_response", h.HealthCheckResponse(status=h.HealthCheckResponse.NOT_SERVING))
     info = error_details_pb2.ErrorInfo(reason="INVALID_FIELD", domain="billing.v1",

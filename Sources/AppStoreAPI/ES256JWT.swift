@@ -1,0 +1,15 @@
+public import Crypto
+import AppStore
+
+/// A compact JWS signed with ES256 by an App Store Connect key (`.p8`), as Apple's libraries make them: the
+/// header `{"alg":"ES256","kid":KEY_ID,"typ":"JWT"}` (PyJWT's, sorted keys), the claims as given, and the
+/// 64-byte r||s signature, each part unpadded base64url. Shared by the API token and the offer signatures.
+public enum ES256JWT {
+    /// `header.claims.signature`; `claims` is a JSON object's text.
+    public static func sign(keyID: String, claims: String, key: PrivateKey) throws(CryptoError) -> String {
+        let header = #"{"alg":"ES256","kid":"# + JSONText.quote(keyID) + #","typ":"JWT"}"#
+        let input = JWS.base64URL(Array(header.utf8)) + "." + JWS.base64URL(Array(claims.utf8))
+        let signature = try key.signES256(Array(input.utf8))
+        return input + "." + JWS.base64URL(signature)
+    }
+}
