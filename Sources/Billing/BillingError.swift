@@ -45,6 +45,8 @@ public enum BillingError: Error, Sendable, Equatable, CustomStringConvertible {
     case googlePlayNotConfigured
     /// `SignOffer` without the In-App Purchase key (or, for the JWS kinds, its issuer id).
     case offerSigningNotConfigured(detail: String)
+    /// `after_cursor` is beyond the newest committed event (a cursor from another database, or from before a restore).
+    case cursorOutOfRange(cursor: UInt64, newest: UInt64)
 
     public var description: String {
         switch self {
@@ -75,6 +77,8 @@ public enum BillingError: Error, Sendable, Equatable, CustomStringConvertible {
         case .googlePlayNotConfigured:
             "Google Play proofs need --google-play-service-account and --google-play-packages, and this billingd has neither"
         case .offerSigningNotConfigured(let d): "offer signing is not configured: \(d)"
+        case .cursorOutOfRange(let cursor, let newest):
+            "after_cursor \(cursor) is beyond the newest event (\(newest)): a cursor from another database or from before a restore"
         case .appStoreAPINotConfigured(let feature):
             "\(feature) needs the App Store Server API, and this billingd has no App Store Server API client configured"
         }

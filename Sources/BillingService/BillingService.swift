@@ -1,5 +1,7 @@
 public import Billing
 import BillingAPI
+import Crypto
+import ProtoWire
 public import RPC
 import Dispatch
 import Foundation
@@ -21,6 +23,16 @@ public final class BillingService: Sendable {
     public let orders: OrderService
     public let purchases: PurchaseEngine?
     public let feed: EventFeed
+    /// What `--max-watchers-per-key` counts by.
+    public let watcherKey: WatcherKey
+    public enum WatcherKey: Sendable {
+        /// The API key (`authorization`), checked by the router before any handler runs.
+        case apiKey
+        /// The verified client certificate's subject (mutual TLS, no API keys).
+        case certificateSubject
+        /// The peer's address without its port.
+        case peerAddress
+    }
     /// The App Store Server API, when its credentials are configured.
     public let appStore: AppStoreLink?
     /// SignOffer's In-App Purchase key and apps, when `--offer-signing-key` is configured.
@@ -30,13 +42,15 @@ public final class BillingService: Sendable {
 
     public init(
         orders: OrderService, purchases: PurchaseEngine? = nil, appStore: AppStoreLink? = nil, offers: OfferSigning? = nil,
+        feedLimits: EventFeed.Limits = EventFeed.Limits(), watchersKeyedBy: WatcherKey = .peerAddress,
         onInternalError: @escaping @Sendable (_ requestID: String, _ detail: String) -> Void = { _, _ in }
     ) {
         self.orders = orders
         self.purchases = purchases
         self.appStore = appStore
         self.offers = offers
-        self.feed = EventFeed(store: orders.store)
+        self.feed = EventFeed(store: orders.store, limits: feedLimits)
+        self.watcherKey = watchersKeyedBy
         self.onInternalError = onInternalError
     }
 
@@ -268,8 +282,22 @@ public final class BillingService: Sendable {
         }
         let limit = request.limit == 0 ? 100 : min(Int(request.limit), 1000)
         let after = request.afterCursor
+        let store = orders.store
         orders.store.events(after: after, limit: limit, accountID: account) { [self] result in
             switch result {
+            case .success(let events) where events.isEmpty && after > 0:
+                // An empty page: is the cursor beyond the newest event? (The store numbered what had committed
+                // before the page was read, so the caller's own events count.)
+                store.read({ ledger throws(BillingError) in try ledger.lastCursor() }) { [self] newest in
+                    switch newest {
+                    case .success(let n) where after > n: answer(.cursorOutOfRange(cursor: after, newest: n), context, responder)
+                    case .success:
+                        var response = ListEventsResponse()
+                        response.nextCursor = after
+                        responder.succeed(response)
+                    case .failure(let error): answer(error, context, responder)
+                    }
+                }
             case .success(let events):
                 var response = ListEventsResponse()
                 response.events = events.map(BillingAPI.Event.init)
@@ -280,9 +308,25 @@ public final class BillingService: Sendable {
         }
     }
 
+    /// The caller a watcher counts against (`--max-watchers-per-key`).
+    func watcherKey(_ context: CallContext) -> String {
+        switch watcherKey {
+        case .apiKey:
+            if let header = context.metadata("authorization") {
+                return "key:" + Base64.encode(Digest.sha256(Array(header.utf8)))
+            }
+        case .certificateSubject:
+            if let subject = context.peerSubject { return "subject:" + subject }
+        case .peerAddress: break
+        }
+        let peer = context.peer
+        guard let colon = peer.lastIndex(of: ":") else { return "peer:" + peer }
+        return "peer:" + peer[..<colon]
+    }
+
     func watchEvents(_ context: CallContext, _ request: WatchEventsRequest, _ writer: StreamWriter) {
         switch Self.accountFilter(request.accountID) {
-        case .success(let account): feed.watch(after: request.afterCursor, accountID: account, writer: writer)
+        case .success(let account): feed.watch(after: request.afterCursor, accountID: account, key: watcherKey(context), writer: writer)
         case .failure(let e): writer.finish(e.rpcError)
         }
     }

@@ -59,6 +59,10 @@ extension BillingError {
             RPCError(code: .failedPrecondition, message: description, reason: "GOOGLE_PLAY_NOT_CONFIGURED")
         case .offerSigningNotConfigured:
             RPCError(code: .failedPrecondition, message: description, reason: "OFFER_SIGNING_NOT_CONFIGURED")
+        case .cursorOutOfRange(let cursor, let newest):
+            RPCError(
+                code: .outOfRange, message: description, reason: "CURSOR_OUT_OF_RANGE",
+                metadata: ["after_cursor": String(cursor), "newest_cursor": String(newest)])
         case .orderNotPending(let id, _):
             RPCError(code: .failedPrecondition, message: description, reason: "ORDER_NOT_PENDING", metadata: ["order_id": id])
         }

@@ -13,27 +13,89 @@ import Synchronization
 /// The pump sends only events above a watcher's position, so nothing is repeated; a watcher goes live
 /// only when its own reads have reached `delivered`, so nothing is missed.
 public final class EventFeed: Sendable {
-    /// Queued bytes a live watcher may leave unread before it is ended with RESOURCE_EXHAUSTED.
-    public static let maxBufferedBytes = 4 << 20
-    /// Watchers at once; more are refused with OVERLOADED.
-    public static let maxWatchers = 1000
+    /// The caps of `--max-watchers`, `--max-watchers-per-key` and the unsent bytes one watcher may leave queued.
+    public struct Limits: Sendable {
+        /// Watchers at once in this process; more are refused with OVERLOADED.
+        public var maxWatchers: Int
+        /// Watchers at once per caller (API key, client certificate or peer address: `CallerIdentity`).
+        public var maxWatchersPerKey: Int
+        /// Unsent bytes a live watcher may leave queued before it is ended with RESOURCE_EXHAUSTED OVERLOADED
+        /// (128 KiB: 500 watchers that never read then stay near 110 MiB RSS; 1 MiB would allow 500 MiB).
+        public var maxBufferedBytes: Int
+        public init(maxWatchers: Int = 1000, maxWatchersPerKey: Int = 100, maxBufferedBytes: Int = 128 << 10) {
+            self.maxWatchers = maxWatchers
+            self.maxWatchersPerKey = maxWatchersPerKey
+            self.maxBufferedBytes = maxBufferedBytes
+        }
+    }
+    public let limits: Limits
     static let pageSize = 500
 
     final class Watcher: Sendable {
         let accountID: String?
         let writer: StreamWriter
+        let key: String
         let position: Atomic<UInt64>
-        init(accountID: String?, writer: StreamWriter, after: UInt64) {
+        let released = Atomic<Bool>(false)
+        init(accountID: String?, writer: StreamWriter, after: UInt64, key: String) {
             self.accountID = accountID
             self.writer = writer
+            self.key = key
             position = Atomic(after)
+            sent = Mutex(Sent(confirmed: after))
         }
         func matches(_ e: EventRecord) -> Bool { accountID == nil || accountID == e.accountID }
+
+        /// Events queued and not yet known taken whole by the transport: their end offsets in the bytes
+        /// sent, and cursors. `confirmed`: the cursor of the last event taken whole.
+        private struct Sent {
+            var total = 0
+            var queue: [(end: Int, cursor: UInt64)] = []
+            var head = 0
+            var confirmed: UInt64
+            mutating func advance(consumed: Int) {
+                while head < queue.count && queue[head].end <= consumed {
+                    confirmed = queue[head].cursor
+                    head += 1
+                }
+                if head == queue.count {
+                    queue.removeAll(keepingCapacity: true)
+                    head = 0
+                } else if head >= 1024 {
+                    queue.removeFirst(head)
+                    head = 0
+                }
+            }
+        }
+        private let sent: Mutex<Sent>
+
+        func send(_ e: EventRecord) {
+            let n = writer.send(BillingAPI.Event(e))
+            guard n > 0 else { return }
+            let buffered = writer.bufferedBytes
+            sent.withLock { s in
+                s.total += n
+                s.queue.append((s.total, e.cursor))
+                s.advance(consumed: s.total - buffered)
+            }
+        }
+
+        /// Where the client resumes when its unsent events are dropped: after the last event the transport
+        /// took whole (a client may see a few again, never miss one); with nothing queued, its position.
+        var resumeCursor: UInt64 {
+            let buffered = writer.bufferedBytes
+            return sent.withLock { s in
+                s.advance(consumed: s.total - buffered)
+                return s.queue.isEmpty ? max(s.confirmed, position.load(ordering: .relaxed)) : s.confirmed
+            }
+        }
     }
 
     private struct State {
         var live: [ObjectIdentifier: Watcher] = [:]
-        var catchingUp = 0
+        /// Slots taken (catching up or live), in all and per caller.
+        var taken = 0
+        var perKey: [String: Int] = [:]
         var delivered: UInt64 = 0
         var dirty = false
         var pumping = false
@@ -43,37 +105,83 @@ public final class EventFeed: Sendable {
     private let store: any OrderStore
     private let pumpQueue = DispatchQueue(label: "billing.feed")
 
-    public init(store: any OrderStore) {
+    public init(store: any OrderStore, limits: Limits = Limits()) {
         self.store = store
+        self.limits = limits
         store.setEventListener { [weak self] in self?.poke() }
     }
 
-    /// Live watchers now (for metrics and tests).
-    public var watcherCount: Int { state.withLock { $0.live.count + $0.catchingUp } }
+    /// Watchers holding a slot now (for metrics and tests).
+    public var watcherCount: Int { state.withLock { $0.taken } }
 
     /// Streams the events after `after` (for one account, or all), then each new one as it commits.
-    public func watch(after: UInt64, accountID: String?, writer: StreamWriter) {
+    /// `key` names the caller for `maxWatchersPerKey`.
+    public func watch(after: UInt64, accountID: String?, key: String = "", writer: StreamWriter) {
         if draining.load(ordering: .relaxed) { return writer.finish(Self.shuttingDown) }
-        let admitted = state.withLock { s -> Bool in
-            guard s.live.count + s.catchingUp < Self.maxWatchers else { return false }
-            s.catchingUp += 1
-            return true
+        let refused = state.withLock { s -> String? in
+            if s.taken >= limits.maxWatchers { return "max_watchers" }
+            if s.perKey[key, default: 0] >= limits.maxWatchersPerKey { return "max_watchers_per_key" }
+            s.taken += 1
+            s.perKey[key, default: 0] += 1
+            return nil
         }
-        guard admitted else {
-            writer.finish(RPCError(code: .resourceExhausted, message: "too many event watchers; retry later", reason: "OVERLOADED"))
+        if let cap = refused {
+            let limit = cap == "max_watchers" ? limits.maxWatchers : limits.maxWatchersPerKey
+            writer.finish(
+                RPCError(
+                    code: .resourceExhausted, message: "too many event watchers (\(cap.replacingOccurrences(of: "_", with: "-")) \(limit)); retry later",
+                    reason: "OVERLOADED", metadata: ["cap": cap, "limit": String(limit)]))
             return
         }
-        let watcher = Watcher(accountID: accountID, writer: writer, after: after)
+        let watcher = Watcher(accountID: accountID, writer: writer, after: after, key: key)
+        // The slot is given back the moment the client goes (reset, connection closed), not at the next commit.
+        writer.cancellation.onCancel { [weak self, weak watcher] in
+            if let self, let watcher { self.release(watcher) }
+        }
         let thread = Thread { [self] in catchUp(watcher) }
         thread.name = "feed-catch-up"
         thread.stackSize = 1 << 20
         thread.start()
     }
 
+    /// Gives a watcher's slot back (once).
+    private func release(_ w: Watcher) {
+        guard !w.released.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        state.withLock { s in
+            s.live[ObjectIdentifier(w)] = nil
+            s.taken -= 1
+            let left = s.perKey[w.key, default: 1] - 1
+            s.perKey[w.key] = left > 0 ? left : nil
+        }
+    }
+
+    /// Ends a watcher's stream and gives its slot back.
+    private func end(_ w: Watcher, _ error: RPCError?) {
+        w.writer.finish(error)
+        release(w)
+    }
+
+    /// The newest committed (on PostgreSQL: numbered) cursor, when `after` is beyond it; a reader's own
+    /// just-committed events count (the store numbers what is committed first). Blocks: feed threads only.
+    func outOfRange(after: UInt64) -> BillingError? {
+        guard after > 0 else { return nil }
+        let probe: Result<[EventRecord], BillingError> = wait { done in
+            store.events(after: after, limit: 1, accountID: nil, completion: done)
+        }
+        guard case .success(let page) = probe, page.isEmpty else { return nil }
+        let newest: Result<UInt64, BillingError> = wait { done in
+            store.read({ ledger throws(BillingError) in try ledger.lastCursor() }, completion: done)
+        }
+        if case .success(let n) = newest, after > n { return .cursorOutOfRange(cursor: after, newest: n) }
+        return nil
+    }
+
     /// Sends the backlog page by page, waiting for the peer to read, until the watcher has reached what
     /// the pump delivered; then hands it to the pump.
     private func catchUp(_ w: Watcher) {
-        defer { state.withLock { $0.catchingUp -= 1 } }
+        var wentLive = false
+        defer { if !wentLive { release(w) } }
+        if let e = outOfRange(after: w.position.load(ordering: .relaxed)) { return w.writer.finish(e.rpcError) }
         while !w.writer.isDone {
             if draining.load(ordering: .relaxed) {
                 w.writer.finish(Self.shuttingDown)
@@ -93,17 +201,19 @@ public final class EventFeed: Sendable {
                 return
             }
             if let last = page.last {
-                for e in page { w.writer.send(BillingAPI.Event(e)) }
+                for e in page { w.send(e) }
                 w.position.store(last.cursor, ordering: .relaxed)
                 guard drained(w) else { return }
                 continue
             }
             let reached = max(from, newest)
-            let wentLive = state.withLock { s -> Bool in
+            wentLive = state.withLock { s -> Bool in
                 // With nobody live, what the pump delivered is only a starting point: move it up.
                 if s.live.isEmpty && s.delivered < reached { s.delivered = reached }
                 // The pump has sent nothing this watcher has not read itself: from here on, it sends the rest.
                 guard s.delivered <= reached else { return false }
+                // Not after `shutdown` took the live watchers (the loop then ends this one), nor once released.
+                guard !w.released.load(ordering: .acquiring), !draining.load(ordering: .relaxed) else { return false }
                 w.position.store(max(reached, w.position.load(ordering: .relaxed)), ordering: .relaxed)
                 s.live[ObjectIdentifier(w)] = w
                 return true
@@ -112,16 +222,17 @@ public final class EventFeed: Sendable {
                 poke()
                 return
             }
+            if w.released.load(ordering: .acquiring) { return }
         }
     }
 
-    /// Waits while the peer has more than a page's worth queued; false when it went away or stalled for 30 s.
+    /// Waits while the peer has more than a quarter of the budget queued; false when it went away or stalled for 30 s.
     private func drained(_ w: Watcher) -> Bool {
         var waited = 0
-        while w.writer.bufferedBytes > Self.maxBufferedBytes / 4 {
+        while w.writer.bufferedBytes > limits.maxBufferedBytes / 4 {
             if w.writer.isDone { return false }
             if waited >= 30_000 {
-                w.writer.finish(Self.tooSlow(w))
+                w.writer.abort(Self.tooSlow(w))
                 return false
             }
             usleep(5_000)
@@ -131,10 +242,11 @@ public final class EventFeed: Sendable {
     }
 
     static func tooSlow(_ w: Watcher) -> RPCError {
-        RPCError(
+        let resume = w.resumeCursor
+        return RPCError(
             code: .resourceExhausted,
-            message: "the watcher reads too slowly; resume with after_cursor \(w.position.load(ordering: .relaxed))",
-            reason: "OVERLOADED", metadata: ["after_cursor": String(w.position.load(ordering: .relaxed))])
+            message: "the watcher reads too slowly; resume with after_cursor \(resume)",
+            reason: "OVERLOADED", metadata: ["after_cursor": String(resume), "cap": "watcher_buffer"])
     }
 
     /// After a commit: the pump reads what is new once for every live watcher.
@@ -152,7 +264,13 @@ public final class EventFeed: Sendable {
         while true {
             let (from, anyone) = state.withLock { s -> (UInt64, Bool) in
                 s.dirty = false
-                s.live = s.live.filter { !$0.value.writer.isDone }
+                let gone = s.live.values.filter { $0.writer.isDone }
+                for w in gone where !w.released.exchange(true, ordering: .acquiringAndReleasing) {
+                    s.live[ObjectIdentifier(w)] = nil
+                    s.taken -= 1
+                    let left = s.perKey[w.key, default: 1] - 1
+                    s.perKey[w.key] = left > 0 ? left : nil
+                }
                 return (s.delivered, !s.live.isEmpty)
             }
             var cursor = from
@@ -171,11 +289,21 @@ public final class EventFeed: Sendable {
                         return Array(s.live.values)
                     }
                     for w in watchers {
-                        for e in page where e.cursor > w.position.load(ordering: .relaxed) && w.matches(e) {
-                            w.writer.send(BillingAPI.Event(e))
+                        // Over budget, a watcher is sent nothing more: it is ended with the last cursor it was sent.
+                        var sent = w.position.load(ordering: .relaxed)
+                        var over = w.writer.bufferedBytes > limits.maxBufferedBytes
+                        for e in page where !over && e.cursor > sent {
+                            if w.matches(e) {
+                                w.send(e)
+                                over = w.writer.bufferedBytes > limits.maxBufferedBytes
+                            }
+                            sent = e.cursor
                         }
-                        if let last = page.last { w.position.store(max(last.cursor, w.position.load(ordering: .relaxed)), ordering: .relaxed) }
-                        if w.writer.bufferedBytes > Self.maxBufferedBytes { w.writer.finish(Self.tooSlow(w)) }
+                        w.position.store(sent, ordering: .relaxed)
+                        if over {
+                            w.writer.abort(Self.tooSlow(w))
+                            release(w)
+                        }
                     }
                 }
             }
@@ -196,7 +324,7 @@ public final class EventFeed: Sendable {
             s.live.removeAll()
             return l
         }
-        for w in all { w.writer.finish(Self.shuttingDown) }
+        for w in all { end(w, Self.shuttingDown) }
     }
 
     static let shuttingDown = RPCError(

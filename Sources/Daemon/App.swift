@@ -121,7 +121,13 @@ public final class App: Sendable {
             reconciler = nil
         }
         let offers = try App.offerSigning(configuration, logger: logger)
-        let service = BillingService(orders: orders, purchases: engine, appStore: appStore, offers: offers) { requestID, detail in
+        let watchersKeyedBy: BillingService.WatcherKey =
+            apiKeys != nil ? .apiKey : configuration.tlsClientCA != nil ? .certificateSubject : .peerAddress
+        let service = BillingService(
+            orders: orders, purchases: engine, appStore: appStore, offers: offers,
+            feedLimits: EventFeed.Limits(maxWatchers: configuration.maxWatchers, maxWatchersPerKey: configuration.maxWatchersPerKey),
+            watchersKeyedBy: watchersKeyedBy
+        ) { requestID, detail in
             logger.log(.error, "storage error", [("request_id", .string(requestID)), ("error", .string(detail))])
         }
         var router = Router()

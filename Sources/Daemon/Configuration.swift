@@ -36,6 +36,9 @@ public struct Configuration: Sendable, Equatable {
     public var maxConcurrentStreams = 1024
     public var maxConnections = 50_000
     public var maxInFlight = 10_000
+    /// Concurrent WatchEvents streams in this process, and per caller (API key, certificate or peer address).
+    public var maxWatchers = 1000
+    public var maxWatchersPerKey = 100
     public var maxHeaderListBytes = 16 << 10
     /// Unfinished request bytes one connection may hold over all its streams.
     public var maxConnectionBufferBytes = 64 << 20
@@ -89,6 +92,7 @@ public struct Configuration: Sendable, Equatable {
         "metrics-listen": true, "notifications-listen": true, "notifications-tls-cert": true, "notifications-tls-key": true, "db-pool-size": true,
         "shutdown-grace": true, "log-level": true,
         "max-concurrent-streams": true, "max-connections": true, "max-in-flight": true, "max-header-list-bytes": true,
+        "max-watchers": true, "max-watchers-per-key": true,
         "max-connection-buffer-bytes": true,
         "max-deadline": true, "idle-timeout": true, "order-ttl": true, "help": false, "version": false,
         "appstore-api-key-id": true, "appstore-api-issuer-id": true, "appstore-api-private-key": true, "appstore-api-url": true,
@@ -197,6 +201,8 @@ public struct Configuration: Sendable, Equatable {
         if let n = try int("max-concurrent-streams", 1...1_000_000) { c.maxConcurrentStreams = n }
         if let n = try int("max-connections", 1...1_000_000) { c.maxConnections = n }
         if let n = try int("max-in-flight", 1...10_000_000) { c.maxInFlight = n }
+        if let n = try int("max-watchers", 1...1_000_000) { c.maxWatchers = n }
+        if let n = try int("max-watchers-per-key", 1...1_000_000) { c.maxWatchersPerKey = n }
         if let n = try int("max-header-list-bytes", 1024...(1 << 20)) { c.maxHeaderListBytes = n }
         if let n = try int("max-connection-buffer-bytes", (64 << 10)...(1 << 40)) { c.maxConnectionBufferBytes = n }
         func seconds(_ flag: String, _ range: ClosedRange<Double>) throws(Invalid) -> Double? {
@@ -352,6 +358,8 @@ public struct Configuration: Sendable, Equatable {
           --max-concurrent-streams N   HTTP/2 streams per connection (default 1024)
           --max-connections N          open connections (default 50000, at most the file limit less 128); more are closed at accept
           --max-in-flight N            calls being handled (default 10000); more get RESOURCE_EXHAUSTED OVERLOADED
+          --max-watchers N             concurrent WatchEvents streams (default 1000); more get RESOURCE_EXHAUSTED OVERLOADED
+          --max-watchers-per-key N     the same per API key (per client certificate, or per peer address without keys; default 100)
           --max-header-list-bytes N    request header block (default 16384)
           --max-connection-buffer-bytes N   unfinished request bytes per connection (default 67108864); the stream over it gets RESOURCE_EXHAUSTED OVERLOADED
           --max-deadline SECONDS       cap on every call's deadline (default 60)

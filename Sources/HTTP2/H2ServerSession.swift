@@ -263,6 +263,17 @@ final class H2ServerSession: ResponseSink, @unchecked Sendable {
             stream.cancellation?.cancel()
             shared.finished(stream: stream, code: .cancelled, reason: nil, peer: peer)
             return
+        case .abort(let error):
+            if let timer = stream.timerID {
+                host.cancelTimer(timer)
+                stream.timerID = nil
+            }
+            stream.cancellation?.cancel()
+            releaseBuffer(stream)
+            shared.finished(stream: stream, code: error.code, reason: error.reason, peer: peer, peerSubject: peerSubject)
+            // The queued DATA was dropped (`streamEvent`); the trailers go ahead of whatever nghttp2 still holds,
+            // and END_STREAM closes the stream (its DATA source with it).
+            if let session { submitTrailers(stream, error, session: session) }
         }
         output.outputPending()
     }
@@ -716,6 +727,12 @@ final class H2ServerSession: ResponseSink, @unchecked Sendable {
             act(stream, stream.state.message())
         case .finish(let error):
             act(stream, stream.state.finish(error))
+        case .abort(let error):
+            let unsent = stream.body.count - stream.bodyOffset
+            if unsent > 0 { stream.writer?.consumed(unsent) }
+            stream.body = []
+            stream.bodyOffset = 0
+            act(stream, stream.state.abort(error))
         }
     }
 }

@@ -65,6 +65,9 @@ struct StreamState: Sendable {
         case record(RPCError?, resume: Bool)
         /// The stream went away while a handler had the call: cancel it and count it CANCELLED.
         case cancel
+        /// A streaming answer ends now with this status, its unsent messages dropped: count the call and submit
+        /// the trailers at once (HEADERS are not flow-controlled, so a peer whose window is 0 still gets them).
+        case abort(RPCError)
     }
 
     /// What the DATA source does once every queued byte was taken.
@@ -86,6 +89,8 @@ struct StreamState: Sendable {
     private(set) var deferred = false
     /// A streamed answer's status once finished (nil: OK).
     private(set) var finishError: RPCError?
+    /// The trailers went out ahead of the DATA source (`abort`): it sends nothing more.
+    private(set) var trailersSubmitted = false
 
     /// Whether header fields are still read (trailers of a refused stream are not).
     var readsFields: Bool {
@@ -252,8 +257,29 @@ struct StreamState: Sendable {
         }
     }
 
+    /// A streaming call's writer aborted: the end goes out now, not behind the queued messages.
+    mutating func abort(_ error: RPCError) -> Action {
+        switch phase {
+        case .dispatched(let kind) where kind != .unary:
+            phase = .answered
+            return .fail(error)
+        case .responding(let kind, finished: false):
+            phase = .responding(kind, finished: true)
+            finishError = error
+            trailersSubmitted = true
+            deferred = false
+            return .abort(error)
+        default:
+            return .none
+        }
+    }
+
     /// The DATA source took every queued byte (`tookBytes`: some this time).
     mutating func bodyDrained(tookBytes: Bool) -> BodyEnd {
+        if trailersSubmitted {
+            deferred = true
+            return .wait
+        }
         switch phase {
         case .responding(_, finished: false):
             if tookBytes { return .more }

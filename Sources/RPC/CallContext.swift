@@ -9,8 +9,28 @@ public final class Cancellation: Sendable {
     private let keepsNotes: Bool
     /// `keepsNotes: false` when nothing reads the notes (no per-call log line): `note` then does nothing.
     public init(keepsNotes: Bool = true) { self.keepsNotes = keepsNotes }
+    private let handler = Mutex<(@Sendable () -> Void)?>(nil)
     public var isCancelled: Bool { flag.load(ordering: .acquiring) }
-    public func cancel() { flag.store(true, ordering: .releasing) }
+    public func cancel() {
+        guard !flag.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        if let body = handler.withLock({ h in
+            defer { h = nil }
+            return h
+        }) {
+            body()
+        }
+    }
+
+    /// Runs `body` once when the call is cancelled (client reset, connection closed, deadline), at once if it
+    /// already is; on the thread that cancels it. One handler per call (a later one replaces it).
+    public func onCancel(_ body: @escaping @Sendable () -> Void) {
+        let now = handler.withLock { h -> Bool in
+            if flag.load(ordering: .acquiring) { return true }
+            h = body
+            return false
+        }
+        if now { body() }
+    }
     /// Adds a fact for the log line (`order_id`, `account_id`); never secrets.
     public func note(_ key: String, _ value: String) {
         guard keepsNotes else { return }
@@ -21,6 +41,7 @@ public final class Cancellation: Sendable {
     /// New again, for the transport's next call on the same stream object; only when nothing else holds it.
     package func reset() {
         flag.store(false, ordering: .relaxed)
+        handler.withLock { $0 = nil }
         notes.withLock { $0.removeAll(keepingCapacity: true) }
     }
 }
@@ -151,6 +172,8 @@ public final class StreamWriter: Sendable {
         case message([UInt8])
         /// The end: OK when nil.
         case finish(RPCError?)
+        /// The end now, with the messages not yet sent dropped (a peer that stopped reading).
+        case abort(RPCError)
     }
     public typealias Deliver = @Sendable (Event) -> Void
     private let finished = Atomic<Bool>(false)
@@ -166,8 +189,10 @@ public final class StreamWriter: Sendable {
 
     public var isDone: Bool { finished.load(ordering: .acquiring) || cancellation.isCancelled }
 
-    public func send(_ message: some ProtoMessage) {
-        guard !isDone else { return }
+    /// Queues `message`; answers its framed size (0 when the call is over and nothing was queued).
+    @discardableResult
+    public func send(_ message: some ProtoMessage) -> Int {
+        guard !isDone else { return 0 }
         var writer = ProtoWriter(capacity: MessageFraming.prefixSize + message.encodedSize)
         let size = message.encodedSize
         writer.writeRaw([
@@ -177,6 +202,7 @@ public final class StreamWriter: Sendable {
         message.encode(to: &writer)
         buffered.add(MessageFraming.prefixSize + size, ordering: .relaxed)
         deliver(.message(writer.finish()))
+        return MessageFraming.prefixSize + size
     }
 
     /// Bytes sent through this writer that the transport has not yet handed to the connection: what a
@@ -189,6 +215,13 @@ public final class StreamWriter: Sendable {
     public func finish(_ error: RPCError? = nil) {
         guard !finished.exchange(true, ordering: .acquiringAndReleasing) else { return }
         deliver(.finish(error))
+    }
+
+    /// Ends the call with `error` at once: what the transport has not sent yet is dropped, and the status does
+    /// not wait behind it (a peer whose flow-control window stays closed still sees it).
+    public func abort(_ error: RPCError) {
+        guard !finished.exchange(true, ordering: .acquiringAndReleasing) else { return }
+        deliver(.abort(error))
     }
 }
 

@@ -290,6 +290,28 @@ struct InMemoryTransportTests {
         #expect(probe.cancellations.withLock { $0[0].isCancelled })
     }
 
+    @Test("an abort ends a stream held behind the window at once: queued DATA dropped, the status in trailers")
+    func abortHeldBehindWindow() throws {
+        let probe = MemoryProbe()
+        let (t, c) = pair(probe)
+        let id = try c.start("t.T/Count", body: MessageFraming.frame(Blob([32, 4, 1]).encoded))  // 8 MiB, not finished
+        try c.flush()
+        t.collect()
+        try c.run { c.response(id)?.httpStatus == 200 }
+        #expect(t.session.holdsAnswers)
+        let writer = try #require(probe.writers.withLock { $0.first })
+        #expect(writer.bufferedBytes > 4 << 20)
+        writer.abort(RPCError(code: .resourceExhausted, message: "slow", reason: "OVERLOADED", metadata: ["after_cursor": "7"]))
+        try c.run { c.isDone(id) }
+        #expect(writer.bufferedBytes == 0, "the queued messages were dropped")
+        let r = try #require(c.response(id))
+        #expect(r.code == .resourceExhausted)
+        #expect(r.body.count < 4 << 20, "the status did not wait for the 8 MiB queued behind the window")
+        #expect(!t.session.holdsAnswers)
+        #expect(probe.cancellations.withLock { $0[0].isCancelled })
+        #expect(probe.codes() == [.resourceExhausted])
+    }
+
     @Test("a server-streaming call past its grpc-timeout ends with the status after its messages")
     func streamingDeadline() throws {
         let probe = MemoryProbe()

@@ -105,6 +105,24 @@ struct StreamStateTests {
         #expect(s.closed() == .none)
     }
 
+    @Test("an abort while messages wait: the trailers go at once, the DATA source sends nothing more")
+    func abortWhileStreaming() {
+        let overloaded = RPCError(code: .resourceExhausted, message: "slow", reason: "OVERLOADED")
+        var s = StreamState()
+        _ = s.headersEnded(.route(.serverStreaming), endStream: true)
+        s.handedOver()
+        #expect(s.message() == .submitHeaders)
+        #expect(s.abort(overloaded) == .abort(overloaded))
+        #expect(!s.sendsMessages)
+        #expect(s.finish(nil) == .none, "one end only")
+        #expect(s.bodyDrained(tookBytes: false) == .wait, "the trailers are already submitted")
+        #expect(s.closed() == .none)
+        var early = StreamState()
+        _ = early.headersEnded(.route(.serverStreaming), endStream: true)
+        early.handedOver()
+        #expect(early.abort(overloaded) == .fail(overloaded), "before any message: trailers-only")
+    }
+
     @Test("a stream that finishes before any message answers trailers-only")
     func finishBeforeMessage() {
         var s = StreamState()
