@@ -21,7 +21,7 @@ from appstore_fake import FakeAppStore, make_api_key
 from billing.admin.v1 import admin_pb2, admin_pb2_grpc
 from billing.v1 import billing_pb2 as pb
 from conftest import Billingd, binary, free_port
-from helpers import billing, expect_error
+from helpers import billing, error_info, expect_error
 
 ISSUER = "57246542-96fe-1a63-e053-0824d011072a"
 KEY_ID = "2X9R4HXF34"
@@ -186,8 +186,14 @@ def test_an_id_never_takes_from_another_account(world):
 
 def test_restore_refusals(world):
     call = world.api.RestorePurchases
-    expect_error(call, grpc.StatusCode.NOT_FOUND, "TRANSACTION_NOT_FOUND",
-                 request=pb.RestorePurchasesRequest(account_id="acct-x", transaction_ids=["7999999999"]), timeout=30)
+    try:
+        call(pb.RestorePurchasesRequest(account_id="acct-x", transaction_ids=["7999999999"]), timeout=30)
+        raise AssertionError("expected NOT_FOUND")
+    except grpc.RpcError as err:
+        # A restore has no order: the message names the transaction, not "this order".
+        assert err.code() == grpc.StatusCode.NOT_FOUND and error_info(err).reason == "TRANSACTION_NOT_FOUND"
+        assert "7999999999" in err.details() and "order" not in err.details(), err.details()
+        assert error_info(err).metadata["transaction_id"] == "7999999999"
     expect_error(call, grpc.StatusCode.INVALID_ARGUMENT, "INVALID_FIELD",
                  request=pb.RestorePurchasesRequest(account_id="acct-x", transaction_ids=["12ab"]))
     expect_error(call, grpc.StatusCode.INVALID_ARGUMENT, "INVALID_FIELD",
@@ -520,6 +526,7 @@ def test_failures_as_documented(strict, faults, statuses, outcome):
         else:
             strict.sandbox.fail_next(kind, count=count, retry_after=1 if kind == 429 else None, path_prefix="/inApps/v2/history/")
     request = pb.RestorePurchasesRequest(account_id="acct-strict", transaction_ids=["7900000000"])
+    logged_before = strict.billingd.log().count('RestorePurchases"')
     if outcome == "ok":
         r = strict.api.RestorePurchases(request, timeout=60)
         assert [e.product_id for e in r.entitlements] == [LIFETIME]
@@ -529,6 +536,19 @@ def test_failures_as_documented(strict, faults, statuses, outcome):
     if faults[0][0] == "delay":
         time.sleep(2)  # the slow answer is logged by the fake when it finally comes
     assert history_calls(strict.sandbox) == statuses
+    # The rpc line names the transaction, and for APPSTORE_API_UNAVAILABLE why Apple could not be used.
+    deadline, lines = time.time() + 5, []
+    while time.time() < deadline:  # the log is written by its own thread
+        lines = [json.loads(l) for l in strict.billingd.log().splitlines() if 'RestorePurchases"' in l][logged_before:]
+        if lines:
+            break
+        time.sleep(0.05)
+    assert len(lines) == 1 and lines[-1]["msg"] == "rpc"
+    assert lines[-1]["transaction_id"] == "7900000000"
+    if outcome == "APPSTORE_API_UNAVAILABLE":
+        assert str(statuses[-1]) in lines[-1]["cause"], lines[-1]
+    else:
+        assert "cause" not in lines[-1]
     strict.sandbox.clear_faults()
     if faults == [(401, 5)]:
         deadline, errors = time.time() + 5, []

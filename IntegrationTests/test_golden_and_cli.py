@@ -5,7 +5,7 @@ import subprocess
 import tempfile
 import time
 
-from conftest import ROOT, Billingd, binary
+from conftest import ROOT, Billingd, binary, free_port
 
 
 def test_golden_vectors_are_current():
@@ -158,3 +158,72 @@ def test_billingctl_load_backs_off_when_it_cannot_connect():
     # It keeps trying for the run (not one failure and out), with backoff (not thousands of attempts).
     assert elapsed >= 2.5
     assert 4 <= attempts <= 30, attempts
+
+
+def test_billingctl_says_which_port_it_reached(tmp_path):
+    d = str(tmp_path)
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "2",
+                    "-subj", "/CN=localhost", "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1",
+                    "-keyout", f"{d}/s.key", "-out", f"{d}/s.pem"], check=True, capture_output=True)
+    # A plaintext client against the TLS port: the reset comes with the advice to use --tls.
+    s = Billingd("--tls-cert", f"{d}/s.pem", "--tls-key", f"{d}/s.key")
+    try:
+        p = ctl(s, "health", check=False)
+        assert p.returncode == 1 and "is this a TLS port? try --tls" in p.stderr, p.stderr
+        assert ctl(s, "--insecure", "health").returncode == 0
+    finally:
+        s.stop()
+    # The notifications port is HTTP/2 but not gRPC: say so instead of {"code":"UNKNOWN","message":""}.
+    notify = f"127.0.0.1:{free_port()}"
+    s = Billingd("--notifications-listen", notify)
+    try:
+        p = subprocess.run([binary("billingctl"), "--addr", notify, "health"], capture_output=True, text=True, timeout=30)
+        assert p.returncode == 1 and "did not answer gRPC" in p.stderr and "wrong port?" in p.stderr, p.stderr
+        assert "UNKNOWN" not in p.stderr
+        assert ctl(s, "health").returncode == 0
+    finally:
+        s.stop()
+
+
+def test_help_and_docs_say_the_truth(tmp_path):
+    helptext = subprocess.run([binary("billingd"), "--help"], capture_output=True, text=True, timeout=30)
+    text = helptext.stdout + helptext.stderr
+    # The reference page it names exists; no page by another name.
+    assert "docs/CONFIGURATION.md" in text and os.path.exists(os.path.join(ROOT, "docs/CONFIGURATION.md"))
+    assert "CONFIG.md" not in text.replace("docs/CONFIGURATION.md", "")
+    assert "--dev-store DIR" in text
+    metrics_line = next(line for line in text.splitlines() if "--metrics-listen" in line)
+    assert "h2c" in metrics_line
+    # The metrics port does serve h2c as well as HTTP/1.1, as the help now says.
+    metrics = f"127.0.0.1:{free_port()}"
+    s = Billingd("--metrics-listen", metrics)
+    try:
+        for flag, version in (("--http1.1", "1.1"), ("--http2-prior-knowledge", "2")):
+            r = subprocess.run(["curl", "-s", flag, "-o", "/dev/null", "-w", "%{http_version} %{http_code}", f"http://{metrics}/healthz"],
+                               capture_output=True, text=True, timeout=30)
+            assert r.stdout == f"{version} 200", r.stdout
+        # ERRORS.md: application/grpc and application/grpc+proto are accepted, application/grpc+json is 415.
+        codes = {}
+        for ctype in ("application/grpc", "application/grpc+proto", "application/grpc+json"):
+            r = subprocess.run(["curl", "-s", "--http2-prior-knowledge", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST",
+                                "-H", f"content-type: {ctype}", "-H", "te: trailers", "--data-binary", "@/dev/null",
+                                f"http://{s.address}/grpc.health.v1.Health/Check"], capture_output=True, text=True, timeout=30)
+            codes[ctype] = r.stdout
+        assert codes == {"application/grpc": "200", "application/grpc+proto": "200", "application/grpc+json": "415"}, codes
+    finally:
+        s.stop()
+    errors = open(os.path.join(ROOT, "docs/ERRORS.md")).read()
+    row = next(line for line in errors.splitlines() if "HTTP 415" in line and "content-type" in line)
+    assert "`application/grpc+proto`" in row and "application/grpc+..." not in row and "application/grpc+json" in row
+    # CONFIGURATION.md: without --trust-root billingd starts without --apple-app-id; with one it refuses.
+    config = open(os.path.join(ROOT, "docs/CONFIGURATION.md")).read()
+    row = next(line for line in config.splitlines() if line.startswith("| `--apple-app-id"))
+    assert "--trust-root" in row
+    s = Billingd("--bundle-id", "com.example.app")
+    s.stop()
+    root = tmp_path / "root.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-days", "2",
+                    "-subj", "/CN=root", "-keyout", str(tmp_path / "root.key"), "-out", str(root)], check=True, capture_output=True)
+    p = subprocess.run([binary("billingd"), "--listen", f"127.0.0.1:{free_port()}", "--database", f"sqlite:{tmp_path}/b.db",
+                        "--bundle-id", "com.example.app", "--trust-root", str(root)], capture_output=True, text=True, timeout=30)
+    assert p.returncode != 0 and "--apple-app-id" in p.stderr, p.stderr

@@ -627,6 +627,9 @@ def test_metrics_and_log_lines():
         # A refused delivery's contents are not trusted, so its line names no notification; it says why.
         assert notes[3].get("reason") == "RECEIPT_UNTRUSTED" and "notification_uuid" not in notes[3]
         assert notes[5].get("reason") == "RECEIPT_MALFORMED"
+        # Support follows an Apple transaction through the logs: the notification lines name it.
+        assert [n.get("transaction_id") for n in notes[:3]] == ["800001"] * 3
+        assert "transaction_id" not in notes[3]
         for jws, _ in deliveries[:5]:
             for part in jws.split("."):
                 assert part[:40] not in log

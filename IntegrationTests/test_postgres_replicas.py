@@ -153,3 +153,39 @@ def test_outage_and_recovery():
     finally:
         stop.set()
         node.stop()
+
+
+def test_libpq_notices_never_print_raw_lines():
+    """A second billingd on a migrated database gets libpq NOTICEs (`... already exists, skipping`), and a terminated
+    connection a FATAL: neither reaches stdout/stderr as a raw line, only JSON lines do."""
+    import json
+    database = postgres_database()
+    base = os.environ["BILLING_TEST_POSTGRES"]
+    name = database.rsplit("/", 1)[1]
+    first = Billingd(database=database)
+    second = Billingd(database=database)  # migrations already applied: libpq hears NOTICEs
+    try:
+        with second.channel() as ch:
+            billing(ch).CreateOrder(pb.CreateOrderRequest(account_id="notices", product_id="p"), timeout=10)
+        # The server ends every billingd connection: libpq hears a FATAL outside any query.
+        subprocess.run(["psql", base, "-q", "-c",
+                        f"SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE datname = '{name}' "
+                        "AND application_name = 'billingd'"], check=True, capture_output=True)
+        with second.channel() as ch:
+            stub = billing(ch)
+            deadline = time.time() + 15
+            while True:
+                try:
+                    stub.CreateOrder(pb.CreateOrderRequest(account_id="notices", product_id="p"), timeout=5)
+                    break
+                except grpc.RpcError:
+                    assert time.time() < deadline
+                    time.sleep(0.1)
+    finally:
+        first.stop()
+        second.stop()
+    for node in (first, second):
+        for line in node.log().splitlines():
+            if line.strip():
+                assert isinstance(json.loads(line), dict), line
+        assert "NOTICE" not in node.log()

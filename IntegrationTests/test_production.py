@@ -20,7 +20,7 @@ import h2.events
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 
-from conftest import Billingd, free_port
+from conftest import Billingd, binary, free_port
 from helpers import billing, error_info, expect_error, pb
 
 
@@ -115,6 +115,41 @@ def test_api_keys(tmp_path):
     bad.write_text(json.dumps({"keys": [{"name": "x", "sha256": "k-in-clear", "methods": ["*"]}]}))
     p = subprocess.run([s.proc.args[0], "--api-keys", str(bad)], capture_output=True, text=True, timeout=30, cwd=str(tmp_path))
     assert p.returncode == 2 and "--api-keys" in p.stderr
+
+
+def test_api_keys_empty_and_misspelt(tmp_path):
+    def start(path):
+        return subprocess.run([binary("billingd"), "--api-keys", str(path)], capture_output=True, text=True, timeout=30, cwd=str(tmp_path))
+
+    # An empty file (or /dev/null) says so, not "cannot read".
+    for empty in ["/dev/null", tmp_path / "empty.json"]:
+        if empty != "/dev/null":
+            empty.write_text("\n")
+        p = start(empty)
+        assert p.returncode == 2 and "is empty" in p.stderr and "cannot read" not in p.stderr, p.stderr
+    # A misspelt method is refused at start, on one line naming the method and the file.
+    digest = hashlib.sha256(b"k").hexdigest()
+    typo = tmp_path / "typo.json"
+    typo.write_text(json.dumps({"keys": [{"name": "support", "sha256": digest, "methods": ["billing.v1.Billing/GetOrdr"]}]}))
+    p = start(typo)
+    lines = [line for line in p.stderr.splitlines() if line.strip()]
+    assert p.returncode == 2 and len(lines) == 1, p.stderr
+    assert "billing.v1.Billing/GetOrdr" in lines[0] and str(typo) in lines[0] and "billing.v1.Billing/*" in lines[0]
+    wrong_service = tmp_path / "service.json"
+    wrong_service.write_text(json.dumps({"keys": [{"name": "s", "sha256": digest, "methods": ["billing.v2.Billing/*"]}]}))
+    assert start(wrong_service).returncode == 2
+    # Wildcards and full names still start.
+    good = tmp_path / "good.json"
+    good.write_text(json.dumps({"keys": [{"name": "s", "sha256": digest, "methods": [
+        "billing.v1.Billing/*", "billing.admin.v1.Admin/*", "billing.v1.Billing/GetOrder", "*"]}]}))
+    s = Billingd("--api-keys", str(good))
+    try:
+        with s.channel() as ch:
+            got = billing(ch).CreateOrder(pb.CreateOrderRequest(account_id="keys", product_id="p"), timeout=5,
+                                          metadata=[("authorization", "Bearer k")])
+            assert got.order.order_id
+    finally:
+        s.stop()
 
 
 def preface(address):

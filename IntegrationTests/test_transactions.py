@@ -195,3 +195,17 @@ def test_billingctl_history_and_transaction(shop):
     missing = shop.ctl("transaction", "799999", check=False)
     assert missing.returncode == 1 and json.loads(missing.stderr)["reason"] == "TRANSACTION_NOT_FOUND"
     assert shop.ctl("history", check=False).returncode == 2
+
+
+def test_rpc_lines_name_the_transaction(shop):
+    """Support follows an Apple transaction through the log: SubmitReceipt's and GetTransaction's rpc lines name it."""
+    shop.buy("acct-log-lines", "790001", int(time.time() * 1000) - 60_000)
+    shop.stub.GetTransaction(pb.GetTransactionRequest(transaction_id="790001"), timeout=5)
+    deadline, lines = time.time() + 5, []
+    while time.time() < deadline:  # the log is written by its own thread
+        lines = [json.loads(l) for l in shop.server.log().splitlines() if '"transaction_id":"790001"' in l]
+        if {r.get("method", "").rsplit("/", 1)[-1] for r in lines} >= {"SubmitReceipt", "GetTransaction"}:
+            break
+        time.sleep(0.05)
+    methods = {r["method"].rsplit("/", 1)[-1] for r in lines if r.get("msg") == "rpc"}
+    assert {"SubmitReceipt", "GetTransaction"} <= methods, lines

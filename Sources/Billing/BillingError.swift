@@ -23,6 +23,9 @@ public enum BillingError: Error, Sendable, Equatable, CustomStringConvertible {
     case quantityMismatch(orderQuantity: Int, proofQuantity: Int)
     case accountTokenMismatch(orderID: String)
     case transactionNotFound(detail: String)
+    /// A restore or an operator call named a transaction id that no accepted App Store environment knows
+    /// (reported as TRANSACTION_NOT_FOUND); there is no order to pay.
+    case appStoreTransactionUnknown(transactionID: String)
     case transactionAlreadyClaimed(transactionID: String)
     case transactionRevoked(transactionID: String)
     /// With `--reject-stale-purchases`: bought before the order was created (beyond the clock skew),
@@ -60,11 +63,12 @@ public enum BillingError: Error, Sendable, Equatable, CustomStringConvertible {
         case .receiptMalformed(let d): "the proof cannot be decoded: \(d)"
         case .receiptUntrusted(let d): "the proof is not trusted: \(d)"
         case .wrongApp(let d): "the proof is for another app: \(d)"
-        case .environmentNotAllowed(let e): "the \(e) environment is not accepted by this service"
+        case .environmentNotAllowed(let e): "\(e) by this service"
         case .productMismatch(let order, let proof): "the proof is for product \(proof), the order is for \(order)"
         case .quantityMismatch(let order, let proof): "the proof pays for \(proof) units, the order is for \(order)"
         case .accountTokenMismatch: "the transaction's appAccountToken is not this order's id"
         case .transactionNotFound(let d): "no transaction in the proof can pay this order: \(d)"
+        case .appStoreTransactionUnknown(let id): "no accepted App Store environment knows transaction \(id)"
         case .transactionAlreadyClaimed(let id): "transaction \(id) already paid another order or belongs to another account"
         case .transactionRevoked(let id): "transaction \(id) was refunded or revoked"
         case .transactionPredatesOrder(let id): "transaction \(id) was purchased, or had expired, before the order was created"

@@ -270,7 +270,7 @@ extension AdminService {
                 throw Self.map(error, link, field: field)
             }
         }
-        throw .transactionNotFound(detail: "the App Store knows no transaction \(id)")
+        throw .appStoreTransactionUnknown(transactionID: id)
     }
 
     /// Apple's 404 codes that Apple says may succeed later (account, app, original transaction "retryable").

@@ -92,14 +92,14 @@ public final class AppStoreLink: Sendable {
                 return .failure(map(error, transactionID: id))
             }
         }
-        return .failure(.transactionNotFound(detail: "the App Store knows no transaction \(id)"))
+        return .failure(.appStoreTransactionUnknown(transactionID: id))
     }
 
     /// Apple's refusals in the domain's terms; credentials problems are logged for the operator.
     func map(_ error: AppStoreAPIError, transactionID: String?) -> BillingError {
         switch error {
         case .unavailable(let detail): return .appStoreAPIUnavailable(detail: detail)
-        case .notFound: return .transactionNotFound(detail: "the App Store knows no transaction \(transactionID ?? "")")
+        case .notFound: return .appStoreTransactionUnknown(transactionID: transactionID ?? "")
         case .rejected(let status, let code, _) where status == 400 && transactionID != nil:
             // 4000006 invalid transaction id, and the like: the caller's input.
             return .invalidField(field: "transaction_ids", problem: "holds an id the App Store refuses (\(code))")

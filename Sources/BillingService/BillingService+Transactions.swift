@@ -49,6 +49,7 @@ extension BillingService {
         } catch {
             return answer(error, context, responder)
         }
+        context.note("transaction_id", id)
         let catalog = orders.catalog
         orders.store.lookup(transactionID: id) { [self] result in
             switch result {

@@ -125,6 +125,8 @@ public final class BillingService: Sendable {
     /// Answers a domain error; a storage failure is reported with the request id first.
     func answer(_ error: BillingError, _ context: CallContext, _ responder: Responder) {
         if case .storageUnavailable(let detail) = error { onInternalError(context.requestID, detail) }
+        // Why Apple could not be used (refused, HTTP 5xx, 401, timeout), for the rpc log line only.
+        if case .appStoreAPIUnavailable(let detail) = error { context.note("cause", String(detail.prefix(300))) }
         responder.fail(error.rpcError)
     }
 
@@ -163,6 +165,7 @@ public final class BillingService: Sendable {
 
     func submitReceipt(_ engine: PurchaseEngine, _ context: CallContext, _ request: SubmitReceiptRequest, _ responder: Responder) {
         if let id = OrderID.canonical(request.orderID) { context.note("order_id", id) }
+        if AppStoreLink.isTransactionID(request.transactionID) { context.note("transaction_id", request.transactionID) }
         let proof: PurchaseEngine.Proof?
         switch request.proof {
         case .signedTransaction(let s): proof = .signedTransaction(s)
@@ -177,6 +180,9 @@ public final class BillingService: Sendable {
         ) { [self] result in
             switch result {
             case .success(let done):
+                if request.transactionID.isEmpty && AppStoreLink.isTransactionID(done.transaction.transactionID) {
+                    context.note("transaction_id", done.transaction.transactionID)
+                }
                 var response = SubmitReceiptResponse()
                 response.order = BillingAPI.Order(done.order)
                 response.transaction = BillingAPI.Transaction(done.transaction, catalog: catalog)
@@ -203,6 +209,7 @@ public final class BillingService: Sendable {
             if let bad = ids.firstIndex(where: { !AppStoreLink.isTransactionID($0) }) {
                 return answer(.invalidField(field: "transaction_ids", problem: "entry \(bad) is not a transaction id (digits)"), context, responder)
             }
+            context.note("transaction_id", ids.joined(separator: ","))
         }
         // Runs on the pool the registration chose (calls to Apple block a thread for seconds).
         var fetched: [String] = []

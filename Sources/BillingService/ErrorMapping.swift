@@ -39,6 +39,8 @@ extension BillingError {
             RPCError(code: .permissionDenied, message: description, reason: "ACCOUNT_TOKEN_MISMATCH", metadata: ["order_id": orderID])
         case .transactionNotFound:
             RPCError(code: .notFound, message: description, reason: "TRANSACTION_NOT_FOUND")
+        case .appStoreTransactionUnknown(let id):
+            RPCError(code: .notFound, message: description, reason: "TRANSACTION_NOT_FOUND", metadata: ["transaction_id": id])
         case .transactionAlreadyClaimed(let id):
             RPCError(code: .alreadyExists, message: description, reason: "TRANSACTION_ALREADY_CLAIMED", metadata: ["transaction_id": id])
         case .transactionRevoked(let id):

@@ -24,7 +24,17 @@ struct APIKeys: Sendable {
     struct LoadError: Error, CustomStringConvertible { var description: String }
 
     static func load(path: String) throws(LoadError) -> APIKeys {
-        guard let data = FileManager.default.contents(atPath: path) else { throw LoadError(description: "cannot read \(path)") }
+        // Read through a handle: Foundation's whole-file readers answer nil for an empty device such as /dev/null.
+        guard let handle = FileHandle(forReadingAtPath: path) else { throw LoadError(description: "cannot read \(path)") }
+        let data: Data
+        do {
+            data = try handle.readToEnd() ?? Data()  // nil: nothing to read
+        } catch {
+            throw LoadError(description: "cannot read \(path)")
+        }
+        if data.allSatisfy({ [0x20, 0x0A, 0x0D, 0x09].contains($0) }) {
+            throw LoadError(description: "\(path) is empty: it must hold {\"keys\": [...]} with at least one key")
+        }
         guard let root = (try? JSONSerialization.jsonObject(with: data)) as? [String: Any], let list = root["keys"] as? [[String: Any]] else {
             throw LoadError(description: "\(path) is not {\"keys\": [{\"name\", \"sha256\", \"methods\"}]}")
         }
@@ -41,6 +51,19 @@ struct APIKeys: Sendable {
         }
         guard !keys.isEmpty else { throw LoadError(description: "\(path) lists no keys") }
         return APIKeys(keys: keys)
+    }
+
+    /// The first method pattern that names no method in `known` (the router's full names): a typo would
+    /// otherwise deny its calls silently. `*` and `Service/*` of a known service are accepted.
+    func unknownMethod(known: [String]) -> (key: String, pattern: String)? {
+        let services = Set(known.compactMap { $0.split(separator: "/").first.map(String.init) })
+        for key in keys {
+            for pattern in key.methods where pattern != "*" && !known.contains(pattern) {
+                if pattern.hasSuffix("/*") && services.contains(String(pattern.dropLast(2))) { continue }
+                return (key.name, pattern)
+            }
+        }
+        return nil
     }
 
     static func hex(_ s: String) -> [UInt8]? {

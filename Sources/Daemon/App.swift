@@ -60,6 +60,11 @@ public final class App: Sendable {
                 throw StartError(description: "billingd: --database: cannot open \(path): \(error)")
             }
         } else {
+            // libpq's notices never reach stderr as raw lines: NOTICEs are dropped, warnings and asynchronous
+            // errors (a FATAL as the server terminates a connection) become JSON log lines.
+            PostgresNotices.route { severity, message in
+                logger.log(.warning, "postgresql notice", [("pg.severity", .string(severity)), ("error", .string(message))])
+            }
             do {
                 rawStore = try PostgresOrderStore(
                     url: database, poolSize: configuration.dbPoolSize,
@@ -141,6 +146,13 @@ public final class App: Sendable {
             App.reconcile(reconciler, on: reconcileQueue, sinceMs: since, metrics: metrics, logger: logger)
         }.register(in: &router)
         if let apiKeys {
+            if let (key, pattern) = apiKeys.unknownMethod(known: router.methods), let path = configuration.apiKeys {
+                let services = Set(router.methods.compactMap { $0.split(separator: "/").first }).sorted().map { "\($0)/*" }
+                let example = router.methods.first { $0.hasPrefix("billing.v1.") } ?? ""
+                throw StartError(
+                    description: "billingd: --api-keys: \(path): key \(key) names an unknown method '\(pattern)'; "
+                        + "methods are spelled \(services.joined(separator: ", ")), a full name such as \(example), or *")
+            }
             router.authenticate { apiKeys.check($0) }
         }
 

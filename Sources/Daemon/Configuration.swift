@@ -1,6 +1,6 @@
 import Foundation
 
-/// billingd's settings, from flags and their `BILLING_*` environment twins (CONFIG.md).
+/// billingd's settings, from flags and their `BILLING_*` environment twins (docs/CONFIGURATION.md).
 public struct Configuration: Sendable, Equatable {
     public var listen = "127.0.0.1:50051"
     public var database = "sqlite:billing.db"
@@ -350,7 +350,7 @@ public struct Configuration: Sendable, Equatable {
     }
 
     public static let usage = """
-        usage: billingd [flags]   (each flag also reads BILLING_<FLAG> from the environment)
+        usage: billingd [flags]   (each flag also reads BILLING_<FLAG> from the environment; every flag: docs/CONFIGURATION.md)
           --listen HOST:PORT           gRPC port, h2c or TLS (default 127.0.0.1:50051)
           --database URL               sqlite:PATH (default sqlite:billing.db) or postgres://user@host:port/db
           --threads N                  event-loop threads (default: cores)
@@ -365,8 +365,8 @@ public struct Configuration: Sendable, Equatable {
           --max-deadline SECONDS       cap on every call's deadline (default 60)
           --idle-timeout SECONDS       close connections idle this long (default 300)
           --order-ttl SECONDS          PENDING orders older than this become EXPIRED (default 0: never)
-          --api-keys PATH              require API keys (CONFIG.md format)
-          --metrics-listen HOST:PORT   Prometheus /metrics, /healthz, /readyz over HTTP/1.1
+          --api-keys PATH              require API keys (file format: docs/CONFIGURATION.md)
+          --metrics-listen HOST:PORT   Prometheus /metrics, /healthz, /readyz over HTTP/1.1 and h2c
           --notifications-listen HOST:PORT   App Store Server Notifications v2: POST /appstore/notifications (HTTP/1.1 and h2c)
           --notifications-tls-cert PATH --notifications-tls-key PATH   serve that endpoint over TLS (ALPN h2, http/1.1)
           --catalog PATH               product catalog JSON
@@ -375,7 +375,7 @@ public struct Configuration: Sendable, Equatable {
           --shutdown-grace SECONDS     drain deadline after SIGTERM/SIGINT (default 20)
           --log-level L                debug, info, warning, error (default info)
           --bundle-id ID               an app served (repeatable); required for SubmitReceipt unless --dev
-          --apple-app-id N             the app's Apple ID; required when production is accepted
+          --apple-app-id N             the app's Apple ID; required to start when production is accepted and --bundle-id and --trust-root are given
           --environments LIST          accepted signed environments (default production,sandbox)
           --trust-root PATH            trusted root certificate, DER or PEM (repeatable)
           --restore-policy P           transfer (default) or keep
@@ -383,6 +383,7 @@ public struct Configuration: Sendable, Equatable {
           --reject-stale-purchases     refuse a transaction bought before its order (beyond --clock-skew) or a subscription expired by then
           --clock-skew SECONDS         allowance when comparing a purchase date with the order's creation (default 300)
           --dev                        local use: a test-store CA in --dev-store (default ./teststore), trusted; accepts xcode
+          --dev-store DIR              where --dev keeps its test-store CA (default ./teststore)
           --db-pool-size N             PostgreSQL connections (default 8)
           --appstore-api-key-id ID --appstore-api-issuer-id UUID --appstore-api-private-key PATH
                                        App Store Server API credentials (the .p8 key); needs --bundle-id

@@ -104,6 +104,7 @@ struct NotificationEndpoint: Sendable {
             if !s.type.isEmpty { fields.append(("type", .string(String(s.type.prefix(64))))) }
             if !s.subtype.isEmpty { fields.append(("subtype", .string(String(s.subtype.prefix(64))))) }
             if !s.environment.isEmpty { fields.append(("environment", .string(String(s.environment.prefix(32))))) }
+            if !s.transactionID.isEmpty { fields.append(("transaction_id", .string(String(s.transactionID.prefix(32))))) }
         }
         if let reason { fields.append(("reason", .string(reason))) }
         if let detail { fields.append(("error", .string(String(detail.prefix(300))))) }

@@ -6,6 +6,8 @@ import Glibc
 public enum SocketError: Error, CustomStringConvertible, Sendable {
     case system(call: String, errno: Int32)
     case badAddress(String)
+    /// `HOST:PORT` is well formed, but the host name does not resolve (`reason` is getaddrinfo's).
+    case unresolvable(host: String, reason: String)
     case tls(String)
     case protocolError(String)
 
@@ -13,6 +15,7 @@ public enum SocketError: Error, CustomStringConvertible, Sendable {
         switch self {
         case .system(let call, let err): "\(call): \(String(cString: strerror(err)))"
         case .badAddress(let a): "bad address '\(a)': expected HOST:PORT"
+        case .unresolvable(let host, let reason): "cannot resolve host '\(host)': \(reason)"
         case .tls(let m): "TLS: \(m)"
         case .protocolError(let m): "HTTP/2: \(m)"
         }
@@ -57,7 +60,9 @@ package struct SocketAddress: Sendable {
         hints.ai_socktype = Int32(SOCK_STREAM.rawValue)
         var result: UnsafeMutablePointer<addrinfo>?
         let rc = getaddrinfo(host, String(port), &hints, &result)
-        guard rc == 0, let info = result else { throw .badAddress(text) }
+        guard rc == 0, let info = result else {
+            throw .unresolvable(host: host, reason: rc == 0 ? "no address" : String(cString: gai_strerror(rc)))
+        }
         defer { freeaddrinfo(result) }
         var address = SocketAddress()
         withUnsafeMutableBytes(of: &address.storage) { dst in

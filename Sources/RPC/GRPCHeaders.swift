@@ -98,7 +98,8 @@ public enum GRPCHeaders {
         }
     }
 
-    /// True for `application/grpc`, `application/grpc+proto` and other `application/grpc+x` / `;params`.
+    /// True for `application/grpc` and `application/grpc+proto` (any case, optionally with `;params`); other codecs
+    /// (`application/grpc+json`) are false: billingd speaks protobuf only (docs/ERRORS.md).
     public static func isGRPCContentType(_ value: String) -> Bool {
         if value == "application/grpc" || value == "application/grpc+proto" { return true }
         let lower = value.lowercased()

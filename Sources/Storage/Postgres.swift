@@ -49,6 +49,7 @@ final class PGConnection {
             if let c { PQfinish(c) }
             throw StorageError(code: 0, message: message.trimmingCharacters(), connectionLost: true)
         }
+        PostgresNotices.install(on: c)
         conn = c
         _ = try execute("SET synchronous_commit = on")
     }

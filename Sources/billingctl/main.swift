@@ -151,8 +151,19 @@ func call<Response: ProtoMessage>(
     _ options: Options, _ method: String, _ request: some ProtoMessage,
     _ type: Response.Type, client existing: Client? = nil
 ) throws -> Response {
-    let client = try existing ?? options.client()
-    let answer = try client.unary(method, message: request.encoded(), timeoutNanoseconds: Int64(options.timeout * 1e9))
+    let answer: UnaryResponse
+    do {
+        let client = try existing ?? options.client()
+        answer = try client.unary(method, message: request.encoded(), timeoutNanoseconds: Int64(options.timeout * 1e9))
+    } catch let error as SocketError {
+        throw Hinted(error: error, hint: options.tls ? nil : tlsHint(error))
+    }
+    // Every gRPC answer carries grpc-status; without one the peer is something else (another port of billingd, a web server).
+    if !(answer.headers + answer.trailers).contains(where: { $0.name == "grpc-status" }) && answer.resetCode == nil {
+        let status = answer.httpStatus == 0 ? "no HTTP status" : "HTTP status \(answer.httpStatus)"
+        FileHandle.standardError.write(Data("billingctl: the peer at \(options.addr) did not answer gRPC (\(status), no grpc-status): wrong port?\n".utf8))
+        exit(1)
+    }
     if let error = answer.error {
         FileHandle.standardError.write(Data((JSON.error(error) + "\n").utf8))
         exit(1)
@@ -162,6 +173,22 @@ func call<Response: ProtoMessage>(
         exit(1)
     }
     return try Response(decoding: answer.message)
+}
+
+/// A connection error with advice for the usual mistake behind it.
+struct Hinted: Error, CustomStringConvertible {
+    var error: SocketError
+    var hint: String?
+    var description: String { hint.map { "\(error) (\($0))" } ?? "\(error)" }
+}
+
+/// A plaintext client that a TLS port hangs up on (reset, broken pipe, or TLS bytes where HTTP/2 frames belong).
+func tlsHint(_ error: SocketError) -> String? {
+    switch error {
+    case .system(_, let err) where err == ECONNRESET || err == EPIPE: "is this a TLS port? try --tls"
+    case .protocolError: "is this a TLS port? try --tls"
+    default: nil
+    }
 }
 
 func run() throws {

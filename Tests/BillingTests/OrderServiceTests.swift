@@ -205,6 +205,21 @@ struct ErrorTableTests {
         #expect(e.metadata.isEmpty)
     }
 
+    @Test("a transaction id no App Store environment knows is TRANSACTION_NOT_FOUND, and says nothing of an order")
+    func restoreByUnknownID() {
+        let e = BillingError.appStoreTransactionUnknown(transactionID: "7999999999").rpcError
+        #expect(e.code == .notFound && e.reason == "TRANSACTION_NOT_FOUND")
+        #expect(e.metadata == ["transaction_id": "7999999999"])
+        #expect(e.message == "no accepted App Store environment knows transaction 7999999999")
+        #expect(!e.message.contains("order"))
+    }
+
+    @Test("an environment refusal says it once")
+    func environmentOnce() {
+        let message = BillingError.environmentNotAllowed(environment: "environment Sandbox is not accepted").description
+        #expect(message == "environment Sandbox is not accepted by this service")
+    }
+
     @Test("APPSTORE_API_REFUSED carries Apple's error code")
     func appleCode() {
         #expect(BillingError.appStoreAPIRefused(code: 4_030_004, detail: "x").rpcError.metadata == ["apple_error_code": "4030004"])
