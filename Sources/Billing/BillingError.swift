@@ -1,16 +1,15 @@
-/// Everything the billing domain can refuse, one case per reason in ERRORS.md it decides.
+/// Everything the billing domain can refuse, one case per reason in ERRORS.md it decides; a failure of what the
+/// domain depends on (the database, the App Store Server API) is one case apart, `infrastructure`, never a refusal.
 public enum BillingError: Error, Sendable, Equatable, CustomStringConvertible {
     /// A field is empty, too long or malformed.
     case invalidField(field: String, problem: String)
     case productNotFound(productID: String)
     case orderNotFound(orderID: String)
     case idempotencyKeyReused(key: String)
-    /// The database cannot be reached or failed; the detail is for the log only.
-    case storageUnavailable(detail: String)
+    /// Not the caller's fault: something the domain depends on failed (answered UNAVAILABLE or OVERLOADED; retry later).
+    case infrastructure(InfrastructureFailure)
     /// The caller went away (deadline or cancel) before anything was written.
     case abandoned
-    /// The store's queue is full (more work waits than `--max-in-flight` allows); retry later.
-    case overloaded
     /// Not a JWS / not base64 PKCS#7 / cannot be decoded.
     case receiptMalformed(detail: String)
     /// Signature, chain, marker OIDs or certificate dates fail.
@@ -34,8 +33,6 @@ public enum BillingError: Error, Sendable, Equatable, CustomStringConvertible {
     case orderNotPending(orderID: String, state: OrderState)
     /// The call needs the App Store Server API, whose credentials are not configured.
     case appStoreAPINotConfigured(feature: String)
-    /// The App Store Server API did not answer, answered 5xx or rate-limited us, after every retry.
-    case appStoreAPIUnavailable(detail: String)
     /// The App Store Server API refused an operator's request for a reason of the App Store's (403: a subscription
     /// not eligible for a renewal-date extension, or already extended as often as Apple allows); `code` is Apple's.
     case appStoreAPIRefused(code: Int64, detail: String)
@@ -57,9 +54,8 @@ public enum BillingError: Error, Sendable, Equatable, CustomStringConvertible {
         case .productNotFound(let id): "product \(id) is not in the catalog"
         case .orderNotFound(let id): "no order has id \(id)"
         case .idempotencyKeyReused: "the idempotency key was used before with different fields"
-        case .storageUnavailable: "the order database is unavailable; retry"
+        case .infrastructure(let failure): failure.description
         case .abandoned: "the call was abandoned before it was written"
-        case .overloaded: "the order database has too much work queued; retry later"
         case .receiptMalformed(let d): "the proof cannot be decoded: \(d)"
         case .receiptUntrusted(let d): "the proof is not trusted: \(d)"
         case .wrongApp(let d): "the proof is for another app: \(d)"
@@ -73,7 +69,6 @@ public enum BillingError: Error, Sendable, Equatable, CustomStringConvertible {
         case .transactionRevoked(let id): "transaction \(id) was refunded or revoked"
         case .transactionPredatesOrder(let id): "transaction \(id) was purchased, or had expired, before the order was created"
         case .orderNotPending(_, let state): "the order is \(state) and can no longer be paid"
-        case .appStoreAPIUnavailable: "the App Store Server API is unavailable; retry later"
         case .appStoreAPIRefused(let code, let d): "the App Store refused the request (\(code)): \(d)"
         case .notPurchasedByAccount(let id):
             "transaction \(id) is a Family Sharing grant: it gives the family member an entitlement (RestorePurchases), never pays an order"
@@ -87,4 +82,18 @@ public enum BillingError: Error, Sendable, Equatable, CustomStringConvertible {
             "\(feature) needs the App Store Server API, and this billingd has no App Store Server API client configured"
         }
     }
+}
+
+extension BillingError {
+    /// The order database failed, known only by a message (`detail`, for the log only). Stores throw
+    /// `.infrastructure(.storage(cause:))` with their own error instead, so its code survives.
+    public static func storageUnavailable(detail: String) -> BillingError {
+        .infrastructure(.storage(cause: DescribedStoreFailure(description: detail)))
+    }
+
+    /// The store's queue is full. Shorthand for `.infrastructure(.overloaded)`.
+    public static var overloaded: BillingError { .infrastructure(.overloaded) }
+
+    /// The App Store Server API failed. Shorthand for `.infrastructure(.appStoreAPI(detail:))`.
+    public static func appStoreAPIUnavailable(detail: String) -> BillingError { .infrastructure(.appStoreAPI(detail: detail)) }
 }

@@ -124,9 +124,12 @@ public final class BillingService: Sendable {
 
     /// Answers a domain error; a storage failure is reported with the request id first.
     func answer(_ error: BillingError, _ context: CallContext, _ responder: Responder) {
-        if case .storageUnavailable(let detail) = error { onInternalError(context.requestID, detail) }
+        switch error {
+        case .infrastructure(.storage(let cause)): onInternalError(context.requestID, cause.description)
         // Why Apple could not be used (refused, HTTP 5xx, 401, timeout), for the rpc log line only.
-        if case .appStoreAPIUnavailable(let detail) = error { context.note("cause", String(detail.prefix(300))) }
+        case .infrastructure(.appStoreAPI(let detail)): context.note("cause", String(detail.prefix(300)))
+        default: break
+        }
         responder.fail(error.rpcError)
     }
 

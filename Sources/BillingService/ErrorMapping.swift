@@ -13,10 +13,8 @@ extension BillingError {
             RPCError(code: .notFound, message: description, reason: "ORDER_NOT_FOUND", metadata: ["order_id": id])
         case .idempotencyKeyReused:
             RPCError(code: .failedPrecondition, message: description, reason: "IDEMPOTENCY_KEY_REUSED")
-        case .storageUnavailable:
-            RPCError(code: .unavailable, message: description, reason: "STORAGE_UNAVAILABLE")
-        case .overloaded:
-            RPCError(code: .resourceExhausted, message: description, reason: "OVERLOADED")
+        case .infrastructure(let failure):
+            failure.rpcError
         case .abandoned:
             RPCError(code: .deadlineExceeded, message: description)
         case .receiptMalformed:
@@ -47,8 +45,6 @@ extension BillingError {
             RPCError(code: .failedPrecondition, message: description, reason: "TRANSACTION_REVOKED", metadata: ["transaction_id": id])
         case .appStoreAPINotConfigured:
             RPCError(code: .failedPrecondition, message: description, reason: "APPSTORE_API_NOT_CONFIGURED")
-        case .appStoreAPIUnavailable:
-            RPCError(code: .unavailable, message: description, reason: "APPSTORE_API_UNAVAILABLE")
         case .appStoreAPIRefused(let code, _):
             RPCError(code: .failedPrecondition, message: description, reason: "APPSTORE_API_REFUSED", metadata: ["apple_error_code": String(code)])
         case .transactionPredatesOrder(let id):
@@ -67,6 +63,20 @@ extension BillingError {
                 metadata: ["after_cursor": String(cursor), "newest_cursor": String(newest)])
         case .orderNotPending(let id, _):
             RPCError(code: .failedPrecondition, message: description, reason: "ORDER_NOT_PENDING", metadata: ["order_id": id])
+        }
+    }
+}
+
+extension InfrastructureFailure {
+    /// The gRPC status and ErrorInfo for a failure of what billing depends on: its description only, never its cause.
+    public var rpcError: RPCError {
+        switch self {
+        case .storage:
+            RPCError(code: .unavailable, message: description, reason: "STORAGE_UNAVAILABLE")
+        case .overloaded:
+            RPCError(code: .resourceExhausted, message: description, reason: "OVERLOADED")
+        case .appStoreAPI:
+            RPCError(code: .unavailable, message: description, reason: "APPSTORE_API_UNAVAILABLE")
         }
     }
 }

@@ -114,12 +114,12 @@ enum BulkCreate {
                 {
                     answers.append { completion(.success(.existing(found))) }
                 } else {
-                    answers.append { completion(.failure(.storageUnavailable(detail: "order id already in use"))) }
+                    let id = request.order.id
+                    answers.append { completion(.failure(.storage(.orderIDTaken(orderID: id)))) }
                 }
             } catch {
                 guard committed else { throw error }
-                let detail = error.description
-                answers.append { completion(.failure(.storageUnavailable(detail: detail))) }
+                answers.append { completion(.failure(.storage(error))) }
             }
         }
     }

@@ -65,7 +65,7 @@ final class EventSequencer: Sendable {
             if try db.execute(Self.number) > 0 { try db.execute("NOTIFY \(Self.channel)") }
             try db.execute("COMMIT")
         } catch {
-            if !error.connectionLost { _ = try? db.execute("ROLLBACK") }
+            if !error.isConnectionLost { _ = try? db.execute("ROLLBACK") }
             throw error
         }
     }

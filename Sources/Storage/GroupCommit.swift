@@ -15,7 +15,7 @@ enum Submission: Sendable {
         switch self {
         case .queued: nil
         case .full: .overloaded
-        case .stopped: .storageUnavailable(detail: "store closed")
+        case .stopped: .storage(.closed)
         }
     }
 }

@@ -5,7 +5,7 @@ enum SQLiteMigrations {
     static func migrate(_ db: SQLiteConnection) throws(StorageError) {
         let current = try db.userVersion()
         guard current <= steps.count else {
-            throw StorageError(code: 0, message: "database schema version \(current) is newer than this billingd (\(steps.count))")
+            throw .schemaTooNew(found: current, known: steps.count)
         }
         for version in current..<steps.count {
             try db.execute("BEGIN IMMEDIATE")
@@ -13,7 +13,7 @@ enum SQLiteMigrations {
                 try db.execute(steps[version])
                 // Step 3 added the entitlement table and step 7 changed how an entitlement is computed: a database
                 // from before step 7 gets every entitlement (re)computed from its transactions, in the same transaction.
-                if version == 6 && current >= 1 { try SQLLedger(db: db, lastError: ErrorBox()).recomputeEntitlements() }
+                if version == 6 && current >= 1 { try SQLLedger(db: db).recomputeEntitlements() }
                 try db.execute("PRAGMA user_version = \(version + 1)")
                 try db.execute("COMMIT")
             } catch {
@@ -36,7 +36,7 @@ enum PostgresMigrations {
         try db.execute("CREATE TABLE IF NOT EXISTS billing_schema_migrations (version INTEGER PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())")
         let current = try db.query("SELECT COALESCE(MAX(version), 0) FROM billing_schema_migrations", [], { $0.int(0) }).first ?? 0
         guard current <= steps.count else {
-            throw StorageError(code: 0, message: "database schema version \(current) is newer than this billingd (\(steps.count))")
+            throw .schemaTooNew(found: current, known: steps.count)
         }
         for version in current..<steps.count {
             try db.execute("BEGIN")
@@ -44,7 +44,7 @@ enum PostgresMigrations {
                 try db.execute(steps[version])
                 // Step 3 added the entitlement table and step 7 changed how an entitlement is computed: a database
                 // from before step 7 gets every entitlement (re)computed from its transactions, in the same transaction.
-                if version == 6 && current >= 1 { try SQLLedger(db: db, lastError: ErrorBox()).recomputeEntitlements() }
+                if version == 6 && current >= 1 { try SQLLedger(db: db).recomputeEntitlements() }
                 try db.update("INSERT INTO billing_schema_migrations (version) VALUES ($1)", [.int(Int64(version + 1))])
                 try db.execute("COMMIT")
             } catch {

@@ -47,7 +47,7 @@ final class PGConnection {
         guard let c, PQstatus(c) == CONNECTION_OK else {
             let message = c.map { String(cString: PQerrorMessage($0)) } ?? "out of memory"
             if let c { PQfinish(c) }
-            throw StorageError(code: 0, message: message.trimmingCharacters(), connectionLost: true)
+            throw .connectionLost(message: message.trimmingCharacters())
         }
         PostgresNotices.install(on: c)
         conn = c
@@ -65,14 +65,18 @@ final class PGConnection {
                 guard let p = PQresultErrorField(r, Int32(UInt8(ascii: "M"))) else { return nil }
                 return String(cString: p)
             } ?? conn.map { String(cString: PQerrorMessage($0)) } ?? "no connection"
-        if lost { close() }
-        return StorageError(code: 0, message: message.trimmingCharacters(), sqlState: lost ? nil : state, connectionLost: lost)
+        if lost {
+            close()
+            return .connectionLost(message: message.trimmingCharacters())
+        }
+        // Every error result carries a SQLSTATE; one without (never seen) is the generic XX000, internal_error.
+        return .postgres(SQLState(rawValue: state ?? "XX000"), message: message.trimmingCharacters())
     }
 
     /// Runs SQL without parameters (transaction control, DDL).
     @discardableResult
     func execute(_ sql: String) throws(StorageError) -> Int {
-        guard let conn else { throw StorageError(code: 0, message: "not connected", connectionLost: true) }
+        guard let conn else { throw .connectionLost(message: "not connected") }
         let r = PQexec(conn, sql)
         defer { PQclear(r) }
         let status = PQresultStatus(r)
@@ -83,12 +87,12 @@ final class PGConnection {
     /// COMMIT, checked: a transaction that was already aborted answers COMMIT with the tag ROLLBACK (and a
     /// success status); that is a failure, never an acknowledgement.
     func commit() throws(StorageError) {
-        guard let conn else { throw StorageError(code: 0, message: "not connected", connectionLost: true) }
+        guard let conn else { throw .connectionLost(message: "not connected") }
         let r = PQexec(conn, "COMMIT")
         defer { PQclear(r) }
         guard PQresultStatus(r) == PGRES_COMMAND_OK else { throw error(r) }
         let tag = String(cString: PQcmdStatus(r))
-        guard tag == "COMMIT" else { throw StorageError(code: 0, message: "the transaction was rolled back (\(tag))") }
+        guard tag == "COMMIT" else { throw .rolledBack(tag: tag) }
     }
 
     /// Runs a statement with bound parameters (prepared once per connection); maps rows.
@@ -111,7 +115,7 @@ final class PGConnection {
     }
 
     private func run(_ sql: String, _ values: [SQLValue]) throws(StorageError) -> (OpaquePointer?, Int) {
-        guard let conn else { throw StorageError(code: 0, message: "not connected", connectionLost: true) }
+        guard let conn else { throw .connectionLost(message: "not connected") }
         let name: String
         if let existing = prepared[sql] {
             name = existing
@@ -139,12 +143,12 @@ extension PGConnection {
     /// Waits up to `timeoutMs` for NOTIFY messages on channels this connection LISTENs to; answers whether
     /// any arrived (all pending ones are consumed). Throws when the connection is lost.
     func waitForNotifications(timeoutMs: Int32) throws(StorageError) -> Bool {
-        guard let conn = connection else { throw StorageError(code: 0, message: "not connected", connectionLost: true) }
+        guard let conn = connection else { throw .connectionLost(message: "not connected") }
         var pfd = pollfd(fd: PQsocket(conn), events: Int16(POLLIN), revents: 0)
         _ = poll(&pfd, 1, timeoutMs)
         guard PQconsumeInput(conn) == 1 else {
             close()
-            throw StorageError(code: 0, message: "listen connection lost", connectionLost: true)
+            throw .connectionLost(message: "listen connection lost")
         }
         var any = false
         while let n = PQnotifies(conn) {

@@ -14,7 +14,7 @@ import Synchronization
 /// times; a unique violation re-runs just that job, which then sees the winner's row.
 public final class PostgresOrderStore: OrderStore {
     struct Job: Sendable {
-        let body: @Sendable (PGConnection) throws(SQLiteOrderStore.JobFailure) -> @Sendable () -> Void
+        let body: @Sendable (PGConnection) throws(JobFailure) -> @Sendable () -> Void
         let fail: @Sendable (BillingError) -> Void
         /// A CreateOrder, written with the batch's other new orders in one statement; `body` is the same
         /// write on its own, used when that statement fails.
@@ -71,8 +71,6 @@ public final class PostgresOrderStore: OrderStore {
         prober.start()
     }
 
-    static func isRetryable(_ e: StorageError) -> Bool { e.sqlState == "40001" || e.sqlState == "40P01" }
-
     /// One batch in one transaction; retried whole on serialization failures and deadlocks.
     ///
     /// The batch's CreateOrders go first, as one `BulkCreate` statement; when every job is one, that
@@ -98,7 +96,7 @@ public final class PostgresOrderStore: OrderStore {
                     } catch {
                         // A pooled connection that died while idle (database restarted): nothing was sent
                         // for these calls yet, so reconnect once and go on.
-                        guard error.connectionLost, !reconnected else { throw error }
+                        guard error.isConnectionLost, !reconnected else { throw error }
                         reconnected = true
                         db.close()
                         try db.ensureOpen()
@@ -111,7 +109,7 @@ public final class PostgresOrderStore: OrderStore {
                     do throws(StorageError) {
                         try BulkCreate.run(batch.compactMap(\.create), on: db, committed: alone, into: &answers)
                     } catch {
-                        if alone && error.connectionLost && !reconnected {
+                        if alone && error.isConnectionLost && !reconnected {
                             // The statement may or may not have committed before the connection went: send it once
                             // more on a new connection. Nothing is written twice (order ids and keys are unique),
                             // and an order the first try did write is found by its id and answered created.
@@ -119,7 +117,7 @@ public final class PostgresOrderStore: OrderStore {
                             db.close()
                             continue
                         }
-                        guard error.connectionLost || isRetryable(error) else {
+                        guard error.isConnectionLost || error.isRetryable else {
                             if !alone { _ = try? db.execute("ROLLBACK") }
                             bulk = false
                             continue
@@ -146,9 +144,9 @@ public final class PostgresOrderStore: OrderStore {
             } catch {
                 attempt += 1
                 lastError = error
-                if !error.connectionLost && !alone { _ = try? db.execute("ROLLBACK") }
-                if error.connectionLost { health.reachable.store(false, ordering: .relaxed) }
-                if error.sqlState == "40P01" && batch.count > 1 {
+                if !error.isConnectionLost && !alone { _ = try? db.execute("ROLLBACK") }
+                if error.isConnectionLost { health.reachable.store(false, ordering: .relaxed) }
+                if error.sqlState == .deadlockDetected && batch.count > 1 {
                     // A batch holds every job's locks (subscription locks, order rows) until its COMMIT, so batches on
                     // two connections can wait on each other; retried as batches they meet again and again, each
                     // time after PostgreSQL's deadlock_timeout. Each job in its own transaction cannot form such a
@@ -156,15 +154,16 @@ public final class PostgresOrderStore: OrderStore {
                     for job in batch { runBatch([job], on: db, health: health) }
                     return
                 }
-                if isRetryable(error) && attempt < 4 {
+                if error.isRetryable && attempt < 4 {
                     usleep(UInt32(1000 << (attempt - 1)))
                     continue
                 }
                 break
             }
         }
-        let detail = lastError?.description ?? "unknown"
-        for job in batch { job.fail(.storageUnavailable(detail: detail)) }
+        // The loop ends with an error: every path out of a successful attempt returns.
+        guard let lastError else { preconditionFailure("a batch ended without an answer") }
+        for job in batch { job.fail(.storage(lastError)) }
     }
 
     /// One job in its savepoint. A refusal or a unique violation rolls the savepoint back; the
@@ -175,33 +174,32 @@ public final class PostgresOrderStore: OrderStore {
         for attempt in 0..<2 {
             try db.execute("SAVEPOINT job")
             let answer: @Sendable () -> Void
-            do throws(SQLiteOrderStore.JobFailure) {
+            do throws(JobFailure) {
                 answer = try job.body(db)
             } catch {
                 switch error {
-                case .refused(let e):
+                case .answered(let e):
                     try db.execute("ROLLBACK TO SAVEPOINT job")
                     try db.execute("RELEASE SAVEPOINT job")
                     return { job.fail(e) }
                 case .storage(let e):
-                    if e.isLockBusy {
+                    if e == .lockBusy {
                         try db.execute("ROLLBACK TO SAVEPOINT job")
                         try db.execute("RELEASE SAVEPOINT job")
                         return nil
                     }
-                    if e.connectionLost || isRetryable(e) { throw e }
+                    if e.isConnectionLost || e.isRetryable { throw e }
                     try db.execute("ROLLBACK TO SAVEPOINT job")
                     try db.execute("RELEASE SAVEPOINT job")
-                    if e.sqlState == "23505" && attempt == 0 { continue }
-                    let detail = e.description
-                    return { job.fail(.storageUnavailable(detail: detail)) }
+                    if e.sqlState == .uniqueViolation && attempt == 0 { continue }
+                    return { job.fail(.storage(e)) }
                 }
             }
             // A failed RELEASE leaves the transaction aborted: the batch fails (and is retried), never acknowledged.
             try db.execute("RELEASE SAVEPOINT job")
             return answer
         }
-        return { job.fail(.storageUnavailable(detail: "unique violation persisted")) }
+        preconditionFailure("the second attempt always answers")
     }
 
     private func submit(_ job: Job) {
@@ -217,7 +215,7 @@ public final class PostgresOrderStore: OrderStore {
         let sequencer = self.sequencer
         submit(
             Job(
-                body: { db throws(SQLiteOrderStore.JobFailure) in
+                body: { db throws(JobFailure) in
                     do throws(StorageError) {
                         if let key = order.idempotencyKey {
                             if let found = try db.query(OrderRow.selectByKey, [.text(order.accountID), .text(key)], { OrderRow.decode($0) }).first {
@@ -242,7 +240,7 @@ public final class PostgresOrderStore: OrderStore {
     public func order(id: String, completion: @escaping @Sendable (Result<Order?, BillingError>) -> Void) {
         submit(
             Job(
-                body: { db throws(SQLiteOrderStore.JobFailure) in
+                body: { db throws(JobFailure) in
                     do throws(StorageError) {
                         let found = try db.query(OrderRow.selectByID, [.text(id)], { OrderRow.decode($0) }).first
                         return { completion(.success(found)) }
@@ -260,17 +258,14 @@ public final class PostgresOrderStore: OrderStore {
         let sequencer = self.sequencer
         submit(
             Job(
-                body: { db throws(SQLiteOrderStore.JobFailure) in
-                    let box = ErrorBox(), log = LedgerLog()
+                body: { db throws(JobFailure) in
+                    let log = LedgerLog()
                     let result: Result<T, BillingError>
                     do throws(BillingError) {
                         if abandoned() { throw .abandoned }
-                        result = try body(SQLLedger(db: db, lockOrders: true, lastError: box, log: log))
+                        result = try body(SQLLedger(db: db, lockOrders: true, log: log))
                     } catch {
-                        if case .storageUnavailable(let detail) = error {
-                            throw .storage(box.error ?? StorageError(code: 0, message: detail))
-                        }
-                        throw .refused(error)
+                        throw JobFailure(error)
                     }
                     let appended = log.events
                     return {
@@ -286,15 +281,13 @@ public final class PostgresOrderStore: OrderStore {
     ) {
         submit(
             Job(
-                body: { db throws(SQLiteOrderStore.JobFailure) in
-                    let box = ErrorBox()
+                body: { db throws(JobFailure) in
                     let result: Result<T, BillingError>
                     do throws(BillingError) {
-                        result = .success(try body(SQLLedger(db: db, lastError: box)))
+                        result = .success(try body(SQLLedger(db: db)))
                     } catch {
-                        if case .storageUnavailable(let detail) = error {
-                            throw .storage(box.error ?? StorageError(code: 0, message: detail))
-                        }
+                        // A database failure goes to the batch runner (reconnect, retry); anything else is the answer.
+                        if case .storage = JobFailure(error) { throw JobFailure(error) }
                         result = .failure(error)
                     }
                     return { completion(result) }

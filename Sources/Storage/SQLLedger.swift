@@ -33,8 +33,6 @@ struct SQLLedger<DB: SQLExecutor>: PurchaseLedger {
     let db: DB
     /// PostgreSQL: lock the order row, so replicas completing one order serialize on it.
     var lockOrders = false
-    /// Keeps the last database error whole (SQLSTATE, lost connection) for the batch runner.
-    var lastError: ErrorBox? = nil
     /// What the job changed, for the store to act on after COMMIT (order cache, feed followers).
     var log: LedgerLog? = nil
 
@@ -50,8 +48,8 @@ struct SQLLedger<DB: SQLExecutor>: PurchaseLedger {
         do throws(StorageError) {
             return try body()
         } catch {
-            lastError?.error = error
-            throw .storageUnavailable(detail: error.description)
+            // Whole, as itself: the store reads its code back (JobFailure), the log gets its description.
+            throw .storage(error)
         }
     }
 
@@ -135,7 +133,7 @@ struct SQLLedger<DB: SQLExecutor>: PurchaseLedger {
         // answer the state it is really in, never a COMPLETED it may not be.
         guard changed == 1 else {
             guard let current = try self.order(id: order.id) else { throw .orderNotFound(orderID: order.id) }
-            guard current.state != .pending else { throw .storageUnavailable(detail: "order \(order.id) changed during completion; retry") }
+            guard current.state != .pending else { throw .storage(.orderChanged(orderID: order.id)) }
             throw .orderNotPending(orderID: order.id, state: current.state)
         }
         log?.orders.append(order)
@@ -360,9 +358,7 @@ struct SQLLedger<DB: SQLExecutor>: PurchaseLedger {
                 ).first ?? false
             }
             if locked { return }
-            let busy = StorageError(code: 0, message: "subscription lock held by another transaction", sqlState: StorageError.lockBusy)
-            lastError?.error = busy
-            throw .storageUnavailable(detail: busy.description)
+            throw .storage(.lockBusy)
         }
         try run { () throws(StorageError) in
             _ = try db.query(
@@ -388,7 +384,11 @@ struct SQLLedger<DB: SQLExecutor>: PurchaseLedger {
             _ = try PurchaseRules.backfillEntitlements(
                 self, context: RuleContext(nowMs: SystemClock().nowMilliseconds(), cause: .restorePurchases, catalog: nil))
         } catch {
-            throw lastError?.error ?? StorageError(code: 0, message: "entitlement recompute: \(error)")
+            // The ledger throws nothing but database failures here (the rules refuse nothing in a backfill).
+            switch JobFailure(error) {
+            case .storage(let e): throw e
+            case .answered(let e): preconditionFailure("entitlement recompute refused: \(e)")
+            }
         }
     }
 
@@ -468,11 +468,6 @@ struct SQLLedger<DB: SQLExecutor>: PurchaseLedger {
         e.cursor = UInt64(max(0, r.int64(0)))
         return e
     }
-}
-
-/// The last StorageError a ledger saw; used by one job on one thread.
-final class ErrorBox {
-    var error: StorageError?
 }
 
 /// What one job's ledger changed: orders (for the SQLite order cache) and how many events it appended.

@@ -17,7 +17,7 @@ final class SQLiteConnection: SQLExecutor {
         guard rc == SQLITE_OK, let handle else {
             let message = handle.map { String(cString: sqlite3_errmsg($0)) } ?? "cannot open"
             if let handle { sqlite3_close_v2(handle) }
-            throw StorageError(code: rc, message: "\(message) (\(path))")
+            throw .sqlite(SQLiteResultCode(rawValue: rc), message: "\(message) (\(path))")
         }
         db = handle
         sqlite3_extended_result_codes(db, 1)
@@ -35,7 +35,7 @@ final class SQLiteConnection: SQLExecutor {
     }
 
     private func error(_ rc: Int32) -> StorageError {
-        StorageError(code: sqlite3_extended_errcode(db), message: String(cString: sqlite3_errmsg(db)))
+        .sqlite(SQLiteResultCode(rawValue: sqlite3_extended_errcode(db)), message: String(cString: sqlite3_errmsg(db)))
     }
 
     /// Runs SQL without parameters (pragmas, DDL, transaction control).

@@ -14,12 +14,6 @@ public final class SQLiteOrderStore: OrderStore {
         let body: @Sendable (SQLiteConnection) throws(JobFailure) -> @Sendable () -> Void
         let fail: @Sendable (BillingError) -> Void
     }
-
-    /// Why a job's savepoint is rolled back: the database failed, or the rules refused (answered after commit).
-    enum JobFailure: Error {
-        case storage(StorageError)
-        case refused(BillingError)
-    }
     typealias ReadJob = @Sendable (SQLiteConnection) -> Void
 
     private let writer: Worker<WriteJob>
@@ -118,10 +112,10 @@ public final class SQLiteOrderStore: OrderStore {
     /// One group commit: BEGIN, a savepoint per job, COMMIT, then the answers. Answers false when the database failed.
     @discardableResult
     private static func commitGroup(_ batch: [WriteJob], on db: SQLiteConnection) -> Bool {
-        do {
+        do throws(StorageError) {
             try db.execute("BEGIN IMMEDIATE")
         } catch {
-            for job in batch { job.fail(.storageUnavailable(detail: error.description)) }
+            for job in batch { job.fail(.storage(error)) }
             return false
         }
         var jobFailed = false
@@ -146,24 +140,23 @@ public final class SQLiteOrderStore: OrderStore {
                     switch failure {
                     case .storage(let e):
                         jobFailed = true
-                        let detail = e.description
-                        answers.append { job.fail(.storageUnavailable(detail: detail)) }
-                    case .refused(let e):
+                        answers.append { job.fail(.storage(e)) }
+                    case .answered(let e):
                         answers.append { job.fail(e) }
                     }
                 }
             } catch {
                 // The transaction itself is broken: give up on the whole group.
                 try? db.execute("ROLLBACK")
-                for job in batch { job.fail(.storageUnavailable(detail: error.description)) }
+                for job in batch { job.fail(.storage(error)) }
                 return false
             }
         }
-        do {
+        do throws(StorageError) {
             try db.execute("COMMIT")
         } catch {
             try? db.execute("ROLLBACK")
-            for job in batch { job.fail(.storageUnavailable(detail: error.description)) }
+            for job in batch { job.fail(.storage(error)) }
             return false
         }
         for answer in answers { answer() }
@@ -219,7 +212,7 @@ public final class SQLiteOrderStore: OrderStore {
                 if let found { cache.read(found, since: generation) }
                 completion(.success(found))
             } catch {
-                completion(.failure(.storageUnavailable(detail: error.description)))
+                completion(.failure(.storage(error)))
             }
         }
         if let refusal = queued.refusal { completion(.failure(refusal)) }
@@ -239,8 +232,7 @@ public final class SQLiteOrderStore: OrderStore {
                     if abandoned() { throw .abandoned }
                     result = try body(SQLLedger(db: db, log: log))
                 } catch {
-                    if case .storageUnavailable(let detail) = error { throw .storage(StorageError(code: 0, message: detail)) }
-                    throw .refused(error)
+                    throw JobFailure(error)
                 }
                 // Once durable: every order change goes through the cache before the caller hears of it.
                 let changed = log.orders, appended = log.events

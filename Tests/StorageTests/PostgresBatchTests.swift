@@ -99,11 +99,13 @@ struct PostgresBatchTests {
         #expect(answers.group.wait(timeout: .now() + 20) == .success)
         #expect(held.wait(timeout: .now() + 5) == .success)
         for order in good { #expect(answers[order] == .success(.created(order.pendingOrder))) }
-        guard case .failure(.storageUnavailable(let detail)) = answers[bad] else {
+        guard case .failure(.infrastructure(.storage(let cause))) = answers[bad] else {
             Issue.record("the bad order was answered \(String(describing: answers[bad]))")
             return
         }
-        #expect(detail.contains("check"))
+        // PostgreSQL's own error, whole: its SQLSTATE typed, never a string to parse again.
+        #expect((cause as? StorageError)?.sqlState == .checkViolation)
+        #expect(cause.description.contains("check"))
         let counts = try psqlCLI(url, "SELECT (SELECT count(*) FROM orders), (SELECT count(*) FROM events)")
         #expect(counts == "20|20\n")
     }
@@ -120,7 +122,9 @@ struct PostgresBatchTests {
         // Another order under a taken id: refused, nothing written.
         var other = newOrder("b")
         other.id = first.id
-        guard case .failure(.storageUnavailable) = wait({ store.create(other, abandoned: { false }, completion: $0) }) else {
+        guard case .failure(.infrastructure(.storage(let cause))) = wait({ store.create(other, abandoned: { false }, completion: $0) }),
+            cause as? StorageError == .orderIDTaken(orderID: first.id)
+        else {
             Issue.record("an order under a taken id was not refused")
             return
         }
