@@ -1,6 +1,7 @@
 public import Crypto
 import AppStore
 import Glibc
+import ProtoWire
 import Synchronization
 
 /// The App Store Server API's bearer token: an ES256 JWT made with the `.p8` key from App Store Connect, exactly
@@ -64,25 +65,8 @@ public final class APIToken: Sendable {
 
 /// JSON text for request bodies and tokens.
 enum JSONText {
-    static func quote(_ s: String) -> String {
-        // Most values need no escape: one pass over the bytes instead of one append per scalar.
-        if s.utf8.allSatisfy({ $0 >= 0x20 && $0 != UInt8(ascii: "\"") && $0 != UInt8(ascii: "\\") }) { return "\"" + s + "\"" }
-        var out = "\""
-        for scalar in s.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            default:
-                if scalar.value < 0x20 {
-                    let hex = String(scalar.value, radix: 16)
-                    out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-                } else {
-                    out.unicodeScalars.append(scalar)
-                }
-            }
-        }
-        return out + "\""
-    }
+    /// `s` as a JSON string literal (`JSONString.quote`).
+    static func quote(_ s: String) -> String { JSONString.quote(s) }
 
     /// An object from already-encoded values; nil values are left out.
     static func object(_ fields: [(String, String?)]) -> String {

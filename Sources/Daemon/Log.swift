@@ -1,4 +1,5 @@
 import Foundation
+import ProtoWire
 import Synchronization
 
 /// Log levels, lowest first.
@@ -109,13 +110,13 @@ public final class Logger: Sendable {
         line.append(contentsOf: #"","level":""#.utf8)
         line.append(contentsOf: level.rawValue.utf8)
         line.append(contentsOf: #"","msg":"#.utf8)
-        Self.appendQuoted(msg, to: &line)
+        JSONString.append(msg, to: &line)
         for (key, value) in fields {
             line.append(UInt8(ascii: ","))
-            Self.appendQuoted(key, to: &line)
+            JSONString.append(key, to: &line)
             line.append(UInt8(ascii: ":"))
             switch value {
-            case .string(let s): Self.appendQuoted(s, to: &line)
+            case .string(let s): JSONString.append(s, to: &line)
             case .int(let n): line.append(contentsOf: String(n).utf8)
             case .double(let d): Self.appendMillis(UInt64(max(0, d * 1000)), to: &line)
             case .millis(let nanos): Self.appendMillis(nanos / 1000, to: &line)
@@ -146,43 +147,8 @@ public final class Logger: Sendable {
         line.append(UInt8(ascii: "0") + UInt8(frac % 10))
     }
 
-    /// `s` as a JSON string. Runs without anything to escape (nearly every value) are appended whole;
-    /// appending byte by byte cost about 11,000 instructions per call's log line.
-    static func appendQuoted(_ s: String, to line: inout [UInt8]) {
-        line.append(UInt8(ascii: "\""))
-        var s = s
-        s.withUTF8 { appendEscaped($0, to: &line) }
-        line.append(UInt8(ascii: "\""))
-    }
-
-    static func appendEscaped(_ bytes: UnsafeBufferPointer<UInt8>, to line: inout [UInt8]) {
-        var start = 0
-        for i in 0..<bytes.count {
-            let b = bytes[i]
-            if b >= 0x20 && b != UInt8(ascii: "\"") && b != UInt8(ascii: "\\") { continue }
-            if start < i { line.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[start..<i])) }
-            start = i + 1
-            switch b {
-            case UInt8(ascii: "\""): line.append(contentsOf: #"\""#.utf8)
-            case UInt8(ascii: "\\"): line.append(contentsOf: #"\\"#.utf8)
-            case 0x0A: line.append(contentsOf: #"\n"#.utf8)
-            case 0x0D: line.append(contentsOf: #"\r"#.utf8)
-            case 0x09: line.append(contentsOf: #"\t"#.utf8)
-            default:
-                let hex: StaticString = "0123456789abcdef"
-                line.append(contentsOf: #"\u00"#.utf8)
-                line.append(hex.utf8Start[Int(b >> 4)])
-                line.append(hex.utf8Start[Int(b & 15)])
-            }
-        }
-        if start < bytes.count { line.append(contentsOf: UnsafeBufferPointer(rebasing: bytes[start...])) }
-    }
-
-    static func quote(_ s: String) -> String {
-        var line: [UInt8] = []
-        appendQuoted(s, to: &line)
-        return String(decoding: line, as: UTF8.self)
-    }
+    /// `s` as a JSON string, as log lines spell it (`JSONString.quote`).
+    static func quote(_ s: String) -> String { JSONString.quote(s) }
 
     /// The formatted `YYYY-MM-DDTHH:MM:SS.` of the current second, reused within the second.
     private static let secondCache = Mutex<(second: Int, prefix: [UInt8])>((-1, []))

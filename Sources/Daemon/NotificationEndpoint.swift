@@ -3,6 +3,7 @@ import BillingService
 import Foundation
 import HTTPFront
 import Metrics
+import ProtoWire
 
 /// `POST /appstore/notifications` (CONFIG.md): statuses, the log line per delivery and the metric.
 /// 200 only once the notification's effect (or the record that it needed none) is durable; 400 with
@@ -36,7 +37,7 @@ struct NotificationEndpoint: Sendable {
         var text = "{"
         for (i, (k, v)) in object.enumerated() {
             if i > 0 { text += "," }
-            text += "\"" + k + "\":\"" + v.filter { $0 != "\"" && $0 != "\\" && $0.isASCII } + "\""
+            text += JSONString.quote(k) + ":" + JSONString.quote(v)
         }
         return HTTPResponse(status: status, contentType: "application/json", body: Array((text + "}").utf8))
     }

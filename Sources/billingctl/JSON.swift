@@ -1,26 +1,11 @@
 import BillingAPI
+import ProtoWire
 import RPC
 
 /// Proto3 JSON mapping for what billingctl prints: lowerCamelCase names, int64 as strings, enums by name.
 enum JSON {
-    static func quote(_ s: String) -> String {
-        var out = "\""
-        for scalar in s.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            default:
-                if scalar.value < 0x20 {
-                    let hex = String(scalar.value, radix: 16)
-                    out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-                } else {
-                    out.unicodeScalars.append(scalar)
-                }
-            }
-        }
-        return out + "\""
-    }
+    /// `s` as a JSON string literal (`JSONString.quote`).
+    static func quote(_ s: String) -> String { JSONString.quote(s) }
 
     static func object(_ fields: [(String, String?)], indent: Int = 0) -> String {
         let pad = String(repeating: "  ", count: indent + 1)
