@@ -1,7 +1,6 @@
 import AppStoreAPI
 public import Billing
 import BillingAPI
-import Dispatch
 import ProtoWire
 public import RPC
 
@@ -186,27 +185,13 @@ public final class AdminService: Sendable {
     }
 
     func read<T: Sendable>(_ body: @escaping @Sendable (any PurchaseLedger) throws(BillingError) -> T) throws(BillingError) -> T {
-        let done = DispatchSemaphore(value: 0)
-        nonisolated(unsafe) var result: Result<T, BillingError> = .failure(.storageUnavailable(detail: "no answer"))
-        store.read(body) { r in
-            result = r
-            done.signal()
-        }
-        done.wait()
-        return try result.get()
+        try Blocking.wait { done in store.read(body, completion: done) }.get()
     }
 
     /// One database transaction (the store's write primitive), waited for on this worker thread.
     func write<T: Sendable>(
         _ body: @escaping @Sendable (any PurchaseLedger) throws(BillingError) -> Result<T, BillingError>
     ) throws(BillingError) -> T {
-        let done = DispatchSemaphore(value: 0)
-        nonisolated(unsafe) var result: Result<T, BillingError> = .failure(.storageUnavailable(detail: "no answer"))
-        store.write(abandoned: { false }, body) { r in
-            result = r
-            done.signal()
-        }
-        done.wait()
-        return try result.get()
+        try Blocking.wait { done in store.write(abandoned: { false }, body, completion: done) }.get()
     }
 }

@@ -1,7 +1,6 @@
 public import AppStoreAPI
 public import Billing
 import Dispatch
-import Synchronization
 
 /// `--consumption-answers auto`: a CONSUMPTION_REQUEST notification (a customer asked Apple to refund a
 /// consumable) is answered through Send Consumption Information (v2) from what billingd knows:
@@ -39,21 +38,18 @@ public final class ConsumptionResponder: Sendable {
             return report(transactionID, "no_record", "no transaction or an environment without an API (\(environment))")
         }
         queue.async { [self] in
-            let done = DispatchSemaphore(value: 0)
-            let status = Mutex<Result<DeliveryKnowledge, BillingError>>(.success(.unknown))
-            store.read({ ledger throws(BillingError) -> DeliveryKnowledge in
-                guard let owned = try ledger.owned(transactionID: transactionID), let orderID = owned.orderID,
-                    let order = try ledger.order(id: orderID)
-                else { return .unknown }
-                return order.state == .completed ? .delivered(orderID) : .other(order.state)
-            }) { result in
-                status.withLock { $0 = result }
-                done.signal()
+            let status: Result<DeliveryKnowledge, BillingError> = Blocking.wait { done in
+                store.read(
+                    { ledger throws(BillingError) -> DeliveryKnowledge in
+                        guard let owned = try ledger.owned(transactionID: transactionID), let orderID = owned.orderID,
+                            let order = try ledger.order(id: orderID)
+                        else { return .unknown }
+                        return order.state == .completed ? .delivered(orderID) : .other(order.state)
+                    }, completion: done)
             }
-            done.wait()
             let delivery: String
             var token = ""
-            switch status.withLock({ $0 }) {
+            switch status {
             case .failure(let e): return report(transactionID, "failed", "cannot read the order: \(e)")
             case .success(.unknown): return report(transactionID, "no_record", "billingd has no order paid by this transaction")
             case .success(.other(let state)):

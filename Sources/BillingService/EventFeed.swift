@@ -12,6 +12,10 @@ import Synchronization
 /// and `position` (the last cursor it has seen, matching or not) is at least the last one it was sent.
 /// The pump sends only events above a watcher's position, so nothing is repeated; a watcher goes live
 /// only when its own reads have reached `delivered`, so nothing is missed.
+///
+/// Catch-ups run on a `StepPool` of `Limits.catchUpWidth` (a page a step, watchers taking turns), never a
+/// thread per watcher: a watcher whose peer has not read its last page waits off the pool, polled with a
+/// growing pause, until it reads or `Limits.maxStall` passes.
 public final class EventFeed: Sendable {
     /// The caps of `--max-watchers`, `--max-watchers-per-key` and the unsent bytes one watcher may leave queued.
     public struct Limits: Sendable {
@@ -22,10 +26,19 @@ public final class EventFeed: Sendable {
         /// Unsent bytes a live watcher may leave queued before it is ended with RESOURCE_EXHAUSTED OVERLOADED
         /// (128 KiB: 500 watchers that never read then stay near 110 MiB RSS; 1 MiB would allow 500 MiB).
         public var maxBufferedBytes: Int
-        public init(maxWatchers: Int = 1000, maxWatchersPerKey: Int = 100, maxBufferedBytes: Int = 128 << 10) {
+        /// Catch-up steps (a page read and sent) running at once, for all watchers together.
+        public var catchUpWidth: Int
+        /// How long a catching-up watcher may leave a quarter of its budget unread before it is ended with OVERLOADED.
+        public var maxStall: Duration
+        public init(
+            maxWatchers: Int = 1000, maxWatchersPerKey: Int = 100, maxBufferedBytes: Int = 128 << 10, catchUpWidth: Int = 4,
+            maxStall: Duration = .seconds(30)
+        ) {
             self.maxWatchers = maxWatchers
             self.maxWatchersPerKey = maxWatchersPerKey
             self.maxBufferedBytes = maxBufferedBytes
+            self.catchUpWidth = catchUpWidth
+            self.maxStall = maxStall
         }
     }
     public let limits: Limits
@@ -37,6 +50,10 @@ public final class EventFeed: Sendable {
         let key: String
         let position: Atomic<UInt64>
         let released = Atomic<Bool>(false)
+        /// Catch-up only: whether the cursor was checked against the newest, and since when (and how many
+        /// times) the peer has been waited for.
+        let rangeChecked = Atomic<Bool>(false)
+        let stalled = Mutex<(since: ContinuousClock.Instant, waits: Int)?>(nil)
         init(accountID: String?, writer: StreamWriter, after: UInt64, key: String) {
             self.accountID = accountID
             self.writer = writer
@@ -104,10 +121,12 @@ public final class EventFeed: Sendable {
     private let draining = Atomic<Bool>(false)
     private let store: any OrderStore
     private let pumpQueue = DispatchQueue(label: "billing.feed")
+    private let catchUps: StepPool
 
     public init(store: any OrderStore, limits: Limits = Limits()) {
         self.store = store
         self.limits = limits
+        catchUps = StepPool(width: limits.catchUpWidth, label: "billing.feed.catch-up")
         store.setEventListener { [weak self] in self?.poke() }
     }
 
@@ -138,10 +157,16 @@ public final class EventFeed: Sendable {
         writer.cancellation.onCancel { [weak self, weak watcher] in
             if let self, let watcher { self.release(watcher) }
         }
-        let thread = Thread { [self] in catchUp(watcher) }
-        thread.name = "feed-catch-up"
-        thread.stackSize = 1 << 20
-        thread.start()
+        catchUps.submit { [self] in
+            switch catchUpStep(watcher) {
+            case .more: return .again
+            case .waitForReader(let ms): return .after(milliseconds: ms)
+            case .live: return .done
+            case .ended:
+                release(watcher)
+                return .done
+            }
+        }
     }
 
     /// Gives a watcher's slot back (once).
@@ -165,80 +190,92 @@ public final class EventFeed: Sendable {
     /// just-committed events count (the store numbers what is committed first). Blocks: feed threads only.
     func outOfRange(after: UInt64) -> BillingError? {
         guard after > 0 else { return nil }
-        let probe: Result<[EventRecord], BillingError> = wait { done in
+        let probe: Result<[EventRecord], BillingError> = Blocking.wait { done in
             store.events(after: after, limit: 1, accountID: nil, completion: done)
         }
         guard case .success(let page) = probe, page.isEmpty else { return nil }
-        let newest: Result<UInt64, BillingError> = wait { done in
+        let newest: Result<UInt64, BillingError> = Blocking.wait { done in
             store.read({ ledger throws(BillingError) in try ledger.lastCursor() }, completion: done)
         }
         if case .success(let n) = newest, after > n { return .cursorOutOfRange(cursor: after, newest: n) }
         return nil
     }
 
-    /// Sends the backlog page by page, waiting for the peer to read, until the watcher has reached what
-    /// the pump delivered; then hands it to the pump.
-    private func catchUp(_ w: Watcher) {
-        var wentLive = false
-        defer { if !wentLive { release(w) } }
-        if let e = outOfRange(after: w.position.load(ordering: .relaxed)) { return w.writer.finish(e.rpcError) }
-        while !w.writer.isDone {
-            if draining.load(ordering: .relaxed) {
-                w.writer.finish(Self.shuttingDown)
-                return
-            }
-            let from = w.position.load(ordering: .relaxed)
-            let read: Result<(UInt64, [EventRecord]), BillingError> = wait { done in
-                store.read(
-                    { ledger throws(BillingError) in
-                        // The newest cursor first: every matching event up to it is in the page that follows.
-                        let newest = try ledger.lastCursor()
-                        return (newest, try ledger.events(after: from, limit: Self.pageSize, accountID: w.accountID))
-                    }, completion: done)
-            }
-            guard case .success(let (newest, page)) = read else {
-                if case .failure(let e) = read { w.writer.finish(e.rpcError) }
-                return
-            }
-            if let last = page.last {
-                for e in page { w.send(e) }
-                w.position.store(last.cursor, ordering: .relaxed)
-                guard drained(w) else { return }
-                continue
-            }
-            let reached = max(from, newest)
-            wentLive = state.withLock { s -> Bool in
-                // With nobody live, what the pump delivered is only a starting point: move it up.
-                if s.live.isEmpty && s.delivered < reached { s.delivered = reached }
-                // The pump has sent nothing this watcher has not read itself: from here on, it sends the rest.
-                guard s.delivered <= reached else { return false }
-                // Not after `shutdown` took the live watchers (the loop then ends this one), nor once released.
-                guard !w.released.load(ordering: .acquiring), !draining.load(ordering: .relaxed) else { return false }
-                w.position.store(max(reached, w.position.load(ordering: .relaxed)), ordering: .relaxed)
-                s.live[ObjectIdentifier(w)] = w
-                return true
-            }
-            if wentLive {
-                poke()
-                return
-            }
-            if w.released.load(ordering: .acquiring) { return }
-        }
+    /// What one catch-up step left: more to read, a peer to wait for, a watcher handed to the pump, or an end.
+    private enum CatchUpStep {
+        case more
+        case waitForReader(milliseconds: Int)
+        case live
+        case ended
     }
 
-    /// Waits while the peer has more than a quarter of the budget queued; false when it went away or stalled for 30 s.
-    private func drained(_ w: Watcher) -> Bool {
-        var waited = 0
-        while w.writer.bufferedBytes > limits.maxBufferedBytes / 4 {
-            if w.writer.isDone { return false }
-            if waited >= 30_000 {
-                w.writer.abort(Self.tooSlow(w))
-                return false
-            }
-            usleep(5_000)
-            waited += 5
+    /// One step of a catch-up: reads and sends one page of the backlog; once the watcher has reached what the
+    /// pump delivered, hands it to the pump. While the peer has more than a quarter of the budget unread, it
+    /// waits (5 ms, doubling to 80 ms) and is ended after `maxStall`.
+    private func catchUpStep(_ w: Watcher) -> CatchUpStep {
+        if !w.rangeChecked.exchange(true, ordering: .relaxed), let e = outOfRange(after: w.position.load(ordering: .relaxed)) {
+            w.writer.finish(e.rpcError)
+            return .ended
         }
-        return !w.writer.isDone
+        if w.writer.isDone || w.released.load(ordering: .acquiring) { return .ended }
+        if draining.load(ordering: .relaxed) {
+            w.writer.finish(Self.shuttingDown)
+            return .ended
+        }
+        if w.writer.bufferedBytes > limits.maxBufferedBytes / 4 {
+            let now = ContinuousClock.now
+            let (since, waits) = w.stalled.withLock { s in
+                let next = (since: s?.since ?? now, waits: (s?.waits ?? -1) + 1)
+                s = next
+                return next
+            }
+            guard since.duration(to: now) < limits.maxStall else {
+                w.writer.abort(Self.tooSlow(w))
+                return .ended
+            }
+            return .waitForReader(milliseconds: 5 << min(waits, 4))
+        }
+        w.stalled.withLock { $0 = nil }
+        let from = w.position.load(ordering: .relaxed)
+        let read: Result<(UInt64, [EventRecord]), BillingError> = Blocking.wait { done in
+            store.read(
+                { ledger throws(BillingError) in
+                    // The newest cursor first: every matching event up to it is in the page that follows.
+                    let newest = try ledger.lastCursor()
+                    return (newest, try ledger.events(after: from, limit: Self.pageSize, accountID: w.accountID))
+                }, completion: done)
+        }
+        let newest: UInt64
+        let page: [EventRecord]
+        switch read {
+        case .success(let r): (newest, page) = r
+        case .failure(let e):
+            w.writer.finish(e.rpcError)
+            return .ended
+        }
+        if let last = page.last {
+            for e in page { w.send(e) }
+            w.position.store(last.cursor, ordering: .relaxed)
+            return .more
+        }
+        let reached = max(from, newest)
+        let wentLive = state.withLock { s -> Bool in
+            // With nobody live, what the pump delivered is only a starting point: move it up.
+            if s.live.isEmpty && s.delivered < reached { s.delivered = reached }
+            // The pump has sent nothing this watcher has not read itself: from here on, it sends the rest.
+            guard s.delivered <= reached else { return false }
+            // Not after `shutdown` took the live watchers (the next step then ends this one), nor once released.
+            guard !w.released.load(ordering: .acquiring), !draining.load(ordering: .relaxed) else { return false }
+            w.position.store(max(reached, w.position.load(ordering: .relaxed)), ordering: .relaxed)
+            s.live[ObjectIdentifier(w)] = w
+            return true
+        }
+        if wentLive {
+            poke()
+            return .live
+        }
+        // The pump delivered past what this read reached: read again.
+        return .more
     }
 
     static func tooSlow(_ w: Watcher) -> RPCError {
@@ -275,7 +312,7 @@ public final class EventFeed: Sendable {
             }
             var cursor = from
             if anyone {
-                let read: Result<[EventRecord], BillingError> = wait { done in
+                let read: Result<[EventRecord], BillingError> = Blocking.wait { done in
                     store.events(after: from, limit: Self.pageSize, accountID: nil, completion: done)
                 }
                 if case .success(let page) = read, !page.isEmpty {
@@ -330,16 +367,4 @@ public final class EventFeed: Sendable {
     static let shuttingDown = RPCError(
         code: .unavailable, message: "the server is draining; resume on another replica",
         reason: "SHUTTING_DOWN")
-}
-
-/// Runs an asynchronous store call and waits for its answer (on feed threads only, never a loop).
-func wait<T: Sendable>(_ call: (@escaping @Sendable (Result<T, BillingError>) -> Void) -> Void) -> Result<T, BillingError> {
-    let box = Mutex<Result<T, BillingError>?>(nil)
-    let done = DispatchSemaphore(value: 0)
-    call { r in
-        box.withLock { $0 = r }
-        done.signal()
-    }
-    done.wait()
-    return box.withLock { $0 }!
 }

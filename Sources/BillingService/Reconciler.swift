@@ -1,6 +1,5 @@
 public import AppStoreAPI
 public import Billing
-import Dispatch
 import Synchronization
 
 /// Reconciliation: notifications the endpoint never received (an outage longer than Apple's retries; the
@@ -135,7 +134,10 @@ public final class Reconciler: Sendable {
     private func reconcileRefunds(_ report: inout Report) -> String? {
         guard let verifier else { return nil }
         let watches: [RefundWatch]
-        switch blocking({ done in store.read({ ledger throws(BillingError) in try ledger.refundWatches(limit: Self.maxRefundHistories) }, completion: done) }) {
+        let read: Result<[RefundWatch], BillingError> = Blocking.wait { done in
+            store.read({ ledger throws(BillingError) in try ledger.refundWatches(limit: Self.maxRefundHistories) }, completion: done)
+        }
+        switch read {
         case .success(let w): watches = w
         case .failure(let e): return "storage unavailable: \(e.description) (refund history)"
         }
@@ -163,7 +165,7 @@ public final class Reconciler: Sendable {
             }
             let context = RuleContext(nowMs: clock.nowMilliseconds(), cause: .refundHistory, catalog: catalog)
             let applied = views
-            let result: Result<Int, BillingError> = blocking { done in
+            let result: Result<Int, BillingError> = Blocking.wait { done in
                 store.write(
                     abandoned: { false },
                     { ledger throws(BillingError) in
@@ -181,18 +183,6 @@ public final class Reconciler: Sendable {
         return nil
     }
 
-    /// Waits on this thread for a store answer.
-    private func blocking<T: Sendable>(_ start: (@escaping @Sendable (Result<T, BillingError>) -> Void) -> Void) -> Result<T, BillingError> {
-        let done = DispatchSemaphore(value: 0)
-        let result = Mutex<Result<T, BillingError>>(.failure(.storageUnavailable(detail: "no answer")))
-        start { r in
-            result.withLock { $0 = r }
-            done.signal()
-        }
-        done.wait()
-        return result.withLock { $0 }
-    }
-
     enum Outcome {
         case complete
         /// The page limit: the next run continues from the newest signedDate applied.
@@ -201,14 +191,7 @@ public final class Reconciler: Sendable {
     }
 
     private func newestRecorded() -> Result<Int64?, BillingError> {
-        let done = DispatchSemaphore(value: 0)
-        let result = Mutex<Result<Int64?, BillingError>>(.success(nil))
-        store.read({ ledger throws(BillingError) in try ledger.newestNotificationSignedMs() }) { r in
-            result.withLock { $0 = r }
-            done.signal()
-        }
-        done.wait()
-        return result.withLock { $0 }
+        Blocking.wait { done in store.read({ ledger throws(BillingError) in try ledger.newestNotificationSignedMs() }, completion: done) }
     }
 
     /// One environment's pages.
@@ -242,13 +225,6 @@ public final class Reconciler: Sendable {
     }
 
     private func applyOne(_ signed: String) -> (NotificationProcessor.Outcome, NotificationProcessor.Summary) {
-        let done = DispatchSemaphore(value: 0)
-        let outcome = Mutex<(NotificationProcessor.Outcome, NotificationProcessor.Summary)>((.unavailable(detail: "no answer"), .init()))
-        processor.process(signedPayload: signed) { o, summary in
-            outcome.withLock { $0 = (o, summary) }
-            done.signal()
-        }
-        done.wait()
-        return outcome.withLock { $0 }
+        Blocking.wait { done in processor.process(signedPayload: signed) { outcome, summary in done((outcome, summary)) } }
     }
 }
