@@ -154,17 +154,17 @@ public final class InMemoryOrderStore: OrderStore {
 
     public func write<T: Sendable>(
         abandoned: @escaping @Sendable () -> Bool,
-        _ body: @escaping @Sendable (any PurchaseLedger) throws(BillingError) -> Result<T, BillingError>,
+        _ body: @escaping @Sendable (any PurchaseLedger) throws(BillingError) -> T,
         completion: @escaping @Sendable (Result<T, BillingError>) -> Void
     ) {
         let (result, appended): (Result<T, BillingError>, Bool) = state.withLock { s in
             if abandoned() { return (.failure(.abandoned), false) }
             let ledger = Ledger(s)
             do throws(BillingError) {
-                let r = try body(ledger)
+                let value = try body(ledger)
                 let appended = ledger.state.events.count != s.events.count
                 s = ledger.state
-                return (r, appended)
+                return (.success(value), appended)
             } catch {
                 return (.failure(error), false)
             }

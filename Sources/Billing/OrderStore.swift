@@ -56,9 +56,21 @@ public protocol OrderStore: Sendable {
     /// Reads one order by its canonical id.
     func order(id: String, completion: @escaping @Sendable (Result<Order?, BillingError>) -> Void)
 
-    /// Runs `body` over the rules' ledger in one database transaction (the store's one write primitive).
-    /// What the body did commits whether it answers a value or a refusal; a thrown error (the database
-    /// failed) rolls it back. `abandoned` is checked before the body runs. Answered once durable.
+    /// Runs `body` over the rules' ledger in one database transaction: the store's one write primitive, as GRDB's
+    /// `write { db in ... }`. What the body returns commits and is answered once durable; what it throws (a refusal,
+    /// a database failure) rolls the body's work back and is answered. `abandoned` is checked before the body runs.
+    /// A refusal that must still commit what was written before it (`PurchaseRules.complete` stores a newer signed
+    /// view, then refuses the order) is the body's value, not a throw: `T` is then a `Result`, flattened by the caller.
+    func write<T: Sendable>(
+        abandoned: @escaping @Sendable () -> Bool,
+        _ body: @escaping @Sendable (any PurchaseLedger) throws(BillingError) -> T,
+        completion: @escaping @Sendable (Result<T, BillingError>) -> Void)
+
+    /// Deprecated: the former shape of `write`, whose body answered a `Result` (a failure committed, a throw rolled
+    /// back); the same as `write` with `T` a `Result`, flattened. Kept only so that callers and a wrapping store
+    /// (billingd's `MeasuredOrderStore`) written against it still compile. A store implements one of the two and
+    /// the other forwards to it by default (implementing neither would recurse); new code uses the first (a body
+    /// that only throws names its return type, `{ ledger throws(BillingError) -> T in ... }`, or both shapes fit).
     func write<T: Sendable>(
         abandoned: @escaping @Sendable () -> Bool,
         _ body: @escaping @Sendable (any PurchaseLedger) throws(BillingError) -> Result<T, BillingError>,
@@ -89,17 +101,41 @@ public protocol OrderStore: Sendable {
 
 extension OrderStore {
     public var queuedJobs: Int { 0 }
+
+    /// Forwards to the deprecated `Result`-answering `write` (for a store that implements only that one).
+    public func write<T: Sendable>(
+        abandoned: @escaping @Sendable () -> Bool,
+        _ body: @escaping @Sendable (any PurchaseLedger) throws(BillingError) -> T,
+        completion: @escaping @Sendable (Result<T, BillingError>) -> Void
+    ) {
+        let answering: @Sendable (any PurchaseLedger) throws(BillingError) -> Result<T, BillingError> = { ledger throws(BillingError) in
+            .success(try body(ledger))
+        }
+        write(abandoned: abandoned, answering, completion: completion)
+    }
+
+    /// The deprecated shape, forwarded to `write` with the body's `Result` as its value, flattened.
+    public func write<T: Sendable>(
+        abandoned: @escaping @Sendable () -> Bool,
+        _ body: @escaping @Sendable (any PurchaseLedger) throws(BillingError) -> Result<T, BillingError>,
+        completion: @escaping @Sendable (Result<T, BillingError>) -> Void
+    ) {
+        let flattened: @Sendable (Result<Result<T, BillingError>, BillingError>) -> Void = { completion($0.flatMap { $0 }) }
+        write(abandoned: abandoned, body, completion: flattened)
+    }
     /// Completes an order with the first candidate that can pay it (`PurchaseRules.complete`).
     public func complete(
         orderID: String, candidates: [StoreTransaction], check: @escaping @Sendable (Order, StoreTransaction) -> BillingError?,
         context: RuleContext, abandoned: @escaping @Sendable () -> Bool = { false },
         completion: @escaping @Sendable (Result<CompletedPurchase, BillingError>) -> Void
     ) {
+        // A refusal commits what was stored before it (a newer signed view, a refund it shows): it is the body's value.
+        let answer: @Sendable (Result<Result<CompletedPurchase, BillingError>, BillingError>) -> Void = { completion($0.flatMap { $0 }) }
         write(
             abandoned: abandoned,
             { ledger throws(BillingError) in
                 try PurchaseRules.complete(ledger, orderID: orderID, candidates: candidates, check: check, context: context)
-            }, completion: completion)
+            }, completion: answer)
     }
 
     /// Records restored transactions (`PurchaseRules.restore`) and answers the account's entitlements; the
@@ -116,7 +152,7 @@ extension OrderStore {
                     ledger, accountID: accountID, transactions: transactions, byID: byID, policy: policy,
                     context: context)
                 for w in watch { try ledger.watchRefunds(w) }
-                return .success(entitlements)
+                return entitlements
             }, completion: completion)
     }
 
@@ -128,10 +164,8 @@ extension OrderStore {
         write(
             abandoned: { false },
             { ledger throws(BillingError) in
-                .success(
-                    try PurchaseRules.expire(
-                        ledger, createdBeforeMs: cutoffMs, limit: limit,
-                        context: RuleContext(nowMs: nowMs, cause: .orderExpiry, catalog: nil)))
+                try PurchaseRules.expire(
+                    ledger, createdBeforeMs: cutoffMs, limit: limit, context: RuleContext(nowMs: nowMs, cause: .orderExpiry, catalog: nil))
             }, completion: completion)
     }
 
@@ -144,7 +178,7 @@ extension OrderStore {
         write(
             abandoned: { false },
             { ledger throws(BillingError) in
-                .success(try NotificationRules.apply(ledger, notification, nowMs: nowMs, catalog: catalog, policy: policy))
+                try NotificationRules.apply(ledger, notification, nowMs: nowMs, catalog: catalog, policy: policy)
             }, completion: completion)
     }
 

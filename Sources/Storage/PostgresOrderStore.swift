@@ -252,7 +252,7 @@ public final class PostgresOrderStore: OrderStore {
 
     public func write<T: Sendable>(
         abandoned: @escaping @Sendable () -> Bool,
-        _ body: @escaping @Sendable (any PurchaseLedger) throws(BillingError) -> Result<T, BillingError>,
+        _ body: @escaping @Sendable (any PurchaseLedger) throws(BillingError) -> T,
         completion: @escaping @Sendable (Result<T, BillingError>) -> Void
     ) {
         let sequencer = self.sequencer
@@ -260,17 +260,17 @@ public final class PostgresOrderStore: OrderStore {
             Job(
                 body: { db throws(JobFailure) in
                     let log = LedgerLog()
-                    let result: Result<T, BillingError>
+                    let value: T
                     do throws(BillingError) {
                         if abandoned() { throw .abandoned }
-                        result = try body(SQLLedger(db: db, lockOrders: true, log: log))
+                        value = try body(SQLLedger(db: db, lockOrders: true, log: log))
                     } catch {
                         throw JobFailure(error)
                     }
                     let appended = log.events
                     return {
                         if appended > 0 { sequencer.signal() }
-                        completion(result)
+                        completion(.success(value))
                     }
                 }, fail: { completion(.failure($0)) }))
     }

@@ -220,17 +220,17 @@ public final class SQLiteOrderStore: OrderStore {
 
     public func write<T: Sendable>(
         abandoned: @escaping @Sendable () -> Bool,
-        _ body: @escaping @Sendable (any PurchaseLedger) throws(BillingError) -> Result<T, BillingError>,
+        _ body: @escaping @Sendable (any PurchaseLedger) throws(BillingError) -> T,
         completion: @escaping @Sendable (Result<T, BillingError>) -> Void
     ) {
         let cache = self.cache, listener = self.listener
         let job = WriteJob(
             body: { db throws(JobFailure) in
                 let log = LedgerLog()
-                let result: Result<T, BillingError>
+                let value: T
                 do throws(BillingError) {
                     if abandoned() { throw .abandoned }
-                    result = try body(SQLLedger(db: db, log: log))
+                    value = try body(SQLLedger(db: db, log: log))
                 } catch {
                     throw JobFailure(error)
                 }
@@ -239,7 +239,7 @@ public final class SQLiteOrderStore: OrderStore {
                 return {
                     for order in changed { cache.written(order) }
                     if appended > 0 { listener.notify() }
-                    completion(result)
+                    completion(.success(value))
                 }
             }, fail: { completion(.failure($0)) })
         if let refusal = writer.submit(job).refusal { completion(.failure(refusal)) }

@@ -93,7 +93,6 @@ struct AdminWorld {
                 abandoned: { false },
                 { ledger throws(BillingError) in
                     try ledger.insert(OwnedTransaction(transaction: t, accountID: "", orderID: nil))
-                    return .success(())
                 }, completion: done)
         }
         #expect((try? r.get()) != nil)

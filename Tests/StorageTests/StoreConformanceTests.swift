@@ -84,6 +84,39 @@ struct StoreConformanceTests {
         #expect(read == .success(nil))
     }
 
+    @Test("write: a returned value commits; a thrown refusal rolls the body's work back and is answered", arguments: StoreFixture.all)
+    func writeCommitsValueRollsBackThrow(_ fixture: StoreFixture) throws {
+        let store = try fixture.open()
+        defer { store.close() }
+        @Sendable func tx(_ id: String) -> StoreTransaction {
+            StoreTransaction(
+                transactionID: id, originalTransactionID: id, productID: "p", productKind: .consumable,
+                purchaseTimeMs: 1_700_000_000_000, environment: .sandbox, bundleID: "b")
+        }
+        let kept: Result<String, BillingError> = wait { done in
+            store.write(
+                abandoned: { false },
+                { ledger throws(BillingError) in
+                    try ledger.insert(OwnedTransaction(transaction: tx("1"), accountID: "a", orderID: nil))
+                    return "kept"
+                }, completion: done)
+        }
+        #expect(kept == .success("kept"))
+        let refused: Result<String, BillingError> = wait { done in
+            store.write(
+                abandoned: { false },
+                { ledger throws(BillingError) -> String in
+                    try ledger.insert(OwnedTransaction(transaction: tx("2"), accountID: "a", orderID: nil))
+                    throw .orderNotFound(orderID: "o")
+                }, completion: done)
+        }
+        #expect(refused == .failure(.orderNotFound(orderID: "o")))
+        let found: Result<[String], BillingError> = wait { done in
+            store.read({ ledger throws(BillingError) in try ledger.transactions(accountID: "a").map(\.transaction.transactionID) }, completion: done)
+        }
+        #expect(found == .success(["1"]))
+    }
+
     @Test("many concurrent creates of one key make one order", arguments: StoreFixture.all)
     func concurrentKey(_ fixture: StoreFixture) throws {
         let store = try fixture.open()
@@ -185,12 +218,17 @@ struct SQLiteTests {
         try FileManager.default.createDirectory(at: dir, withIntermediateDirectories: true)
         let path = dir.appendingPathComponent("o.db").path
         _ = try sqliteCLI(path, "PRAGMA user_version = 99;")
-        #expect(throws: StorageError.self) { try SQLiteOrderStore(path: path) }
+        let error = #expect(throws: StorageError.self) { try SQLiteOrderStore(path: path) }
+        guard case .schemaTooNew(found: 99, _) = error else {
+            Issue.record("answered \(String(describing: error))")
+            return
+        }
     }
 
-    @Test("an unwritable path fails at open")
+    @Test("an unwritable path fails at open, with SQLite's own code")
     func badPath() {
-        #expect(throws: StorageError.self) { try SQLiteOrderStore(path: "/nonexistent-dir/x/orders.db") }
+        let error = #expect(throws: StorageError.self) { try SQLiteOrderStore(path: "/nonexistent-dir/x/orders.db") }
+        #expect(error?.resultCode?.primary == .cantOpen)
     }
 }
 
