@@ -69,8 +69,10 @@ public protocol OrderStore: Sendable {
     /// Deprecated: the former shape of `write`, whose body answered a `Result` (a failure committed, a throw rolled
     /// back); the same as `write` with `T` a `Result`, flattened. Kept only so that callers and a wrapping store
     /// (billingd's `MeasuredOrderStore`) written against it still compile. A store implements one of the two and
-    /// the other forwards to it by default (implementing neither would recurse); new code uses the first (a body
-    /// that only throws names its return type, `{ ledger throws(BillingError) -> T in ... }`, or both shapes fit).
+    /// the other forwards to it by default (implementing neither would recurse); new code uses the first. Disfavoured,
+    /// so a body both shapes fit (one that ends without `return`) is the first's; a body that only throws names its
+    /// return type, `{ ledger throws(BillingError) -> T in ... }`.
+    @_disfavoredOverload
     func write<T: Sendable>(
         abandoned: @escaping @Sendable () -> Bool,
         _ body: @escaping @Sendable (any PurchaseLedger) throws(BillingError) -> Result<T, BillingError>,
@@ -115,6 +117,7 @@ extension OrderStore {
     }
 
     /// The deprecated shape, forwarded to `write` with the body's `Result` as its value, flattened.
+    @_disfavoredOverload
     public func write<T: Sendable>(
         abandoned: @escaping @Sendable () -> Bool,
         _ body: @escaping @Sendable (any PurchaseLedger) throws(BillingError) -> Result<T, BillingError>,

@@ -14,7 +14,7 @@ enum Submission: Sendable {
     var refusal: BillingError? {
         switch self {
         case .queued: nil
-        case .full: .overloaded
+        case .full: .infrastructure(.overloaded)
         case .stopped: .storage(.closed)
         }
     }

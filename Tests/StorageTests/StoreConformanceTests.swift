@@ -88,11 +88,7 @@ struct StoreConformanceTests {
     func writeCommitsValueRollsBackThrow(_ fixture: StoreFixture) throws {
         let store = try fixture.open()
         defer { store.close() }
-        @Sendable func tx(_ id: String) -> StoreTransaction {
-            StoreTransaction(
-                transactionID: id, originalTransactionID: id, productID: "p", productKind: .consumable,
-                purchaseTimeMs: 1_700_000_000_000, environment: .sandbox, bundleID: "b")
-        }
+        let tx = Self.transaction
         let kept: Result<String, BillingError> = wait { done in
             store.write(
                 abandoned: { false },
@@ -115,6 +111,42 @@ struct StoreConformanceTests {
             store.read({ ledger throws(BillingError) in try ledger.transactions(accountID: "a").map(\.transaction.transactionID) }, completion: done)
         }
         #expect(found == .success(["1"]))
+    }
+
+    @Sendable static func transaction(_ id: String) -> StoreTransaction {
+        StoreTransaction(
+            transactionID: id, originalTransactionID: id, productID: "p", productKind: .consumable,
+            purchaseTimeMs: 1_700_000_000_000, environment: .sandbox, bundleID: "b")
+    }
+
+    @Test(
+        "a database failure in a write reaches the caller as itself, its code typed; the body's work is rolled back",
+        arguments: StoreFixture.all.filter { $0.reopen != nil })
+    func writeStorageFailure(_ fixture: StoreFixture) throws {
+        let store = try fixture.open()
+        defer { store.close() }
+        let owned = OwnedTransaction(transaction: Self.transaction("9"), accountID: "a", orderID: nil)
+        let r: Result<Void, BillingError> = wait { done in
+            store.write(
+                abandoned: { false },
+                { ledger throws(BillingError) in
+                    try ledger.insert(owned)
+                    try ledger.insert(owned)  // the primary key refuses the second row
+                }, completion: done)
+        }
+        guard case .failure(.infrastructure(.storage(let cause))) = r, let error = cause as? StorageError else {
+            Issue.record("answered \(r)")
+            return
+        }
+        if fixture.name == "sqlite" {
+            #expect(error.isConstraint, "\(error)")
+        } else {
+            #expect(error.sqlState == .uniqueViolation, "\(error)")
+        }
+        let found: Result<[OwnedTransaction], BillingError> = wait { done in
+            store.read({ ledger throws(BillingError) in try ledger.transactions(accountID: "a") }, completion: done)
+        }
+        #expect(found == .success([]))
     }
 
     @Test("many concurrent creates of one key make one order", arguments: StoreFixture.all)
