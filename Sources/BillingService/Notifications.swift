@@ -83,6 +83,8 @@ public final class NotificationProcessor: Sendable {
             case .success(let r):
                 completion(.done(r), read)
                 self.afterCommit(read, r)
+            // The log gets what failed (the database's own error, with its code); Apple gets 503 and retries.
+            case .failure(.infrastructure(let failure)): completion(.unavailable(detail: failure.detail), read)
             case .failure(let e): completion(.unavailable(detail: e.description), read)
             }
         }

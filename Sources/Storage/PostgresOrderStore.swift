@@ -287,7 +287,8 @@ public final class PostgresOrderStore: OrderStore {
                         result = .success(try body(SQLLedger(db: db)))
                     } catch {
                         // A database failure goes to the batch runner (reconnect, retry); anything else is the answer.
-                        if case .storage = JobFailure(error) { throw JobFailure(error) }
+                        let failure = JobFailure(error)
+                        if case .storage = failure { throw failure }
                         result = .failure(error)
                     }
                     return { completion(result) }
