@@ -3,6 +3,7 @@ import Billing
 import BillingService
 import Crypto
 import Foundation
+import RPC
 import Storage
 import Synchronization
 import Testing
@@ -470,5 +471,53 @@ struct PurchaseEngineTests {
         let relaxed = Harness(backend)
         defer { relaxed.store.close() }
         #expect((try? relaxed.submit(relaxed.order().id, .signedTransaction(Shop.jws("1306", purchase: Shop.now - 86_400_000))).get()) != nil)
+    }
+}
+
+@Suite("Infrastructure failures on the wire")
+struct InfrastructureFailureMappingTests {
+    static let database = "the order database is unavailable; retry"
+
+    @Test(
+        "a database, queue or App Store failure keeps its documented code, reason and message; its cause stays in the log",
+        arguments: [
+            (
+                BillingError.infrastructure(.storage(cause: StorageError.postgres(.uniqueViolation, message: "duplicate key value violates \"orders_pkey\""))),
+                "STORAGE_UNAVAILABLE", database
+            ),
+            (
+                .infrastructure(.storage(cause: StorageError.sqlite(SQLiteResultCode(rawValue: 13), message: "database or disk is full"))),
+                "STORAGE_UNAVAILABLE", database
+            ),
+            (
+                .infrastructure(.storage(cause: StorageError.connectionLost(message: "server closed the connection unexpectedly"))), "STORAGE_UNAVAILABLE",
+                database
+            ),
+            (.storageUnavailable(detail: "disk I/O error"), "STORAGE_UNAVAILABLE", database),
+            (.infrastructure(.overloaded), "OVERLOADED", "the order database has too much work queued; retry later"),
+            (
+                .infrastructure(.appStoreAPI(detail: "503 from the App Store")), "APPSTORE_API_UNAVAILABLE",
+                "the App Store Server API is unavailable; retry later"
+            ),
+        ])
+    func mapping(_ error: BillingError, _ reason: String, _ message: String) {
+        let rpc = error.rpcError
+        #expect(rpc.reason == reason)
+        #expect(rpc.code == (reason == "OVERLOADED" ? .resourceExhausted : .unavailable))
+        #expect(rpc.message == message)
+        #expect(rpc.metadata.isEmpty)
+    }
+
+    @Test("a StorageError comes back out of a BillingError as itself, for the log and the batch runner")
+    func travelsWhole() {
+        let error = BillingError.infrastructure(.storage(cause: StorageError.postgres(.serializationFailure, message: "could not serialize access")))
+        guard case .infrastructure(let failure) = error, case .storage(let cause) = failure, let storage = cause as? StorageError else {
+            Issue.record("lost its cause")
+            return
+        }
+        #expect(storage.sqlState == .serializationFailure && storage.isRetryable)
+        #expect(failure.detail == "postgres error 40001: could not serialize access")
+        #expect(error == .infrastructure(.storage(cause: StorageError.postgres(.serializationFailure, message: "could not serialize access"))))
+        #expect(error != .infrastructure(.storage(cause: StorageError.postgres(.deadlockDetected, message: "could not serialize access"))))
     }
 }
