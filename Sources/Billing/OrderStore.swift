@@ -70,8 +70,7 @@ public protocol OrderStore: Sendable {
     /// back); the same as `write` with `T` a `Result`, flattened. Kept only so that callers and a wrapping store
     /// (billingd's `MeasuredOrderStore`) written against it still compile. A store implements one of the two and
     /// the other forwards to it by default (implementing neither would recurse); new code uses the first. Disfavoured,
-    /// so a body both shapes fit (one that ends without `return`) is the first's; a body that only throws names its
-    /// return type, `{ ledger throws(BillingError) -> T in ... }`.
+    /// so a body both shapes fit (one without `return`, or one that only throws) is the first's.
     @_disfavoredOverload
     func write<T: Sendable>(
         abandoned: @escaping @Sendable () -> Bool,

@@ -101,7 +101,7 @@ struct StoreConformanceTests {
         let refused: Result<String, BillingError> = wait { done in
             store.write(
                 abandoned: { false },
-                { ledger throws(BillingError) -> String in
+                { ledger throws(BillingError) in
                     try ledger.insert(OwnedTransaction(transaction: tx("2"), accountID: "a", orderID: nil))
                     throw .orderNotFound(orderID: "o")
                 }, completion: done)
