@@ -44,7 +44,8 @@ let package = Package(
 
         // Wrappers around C.
         .target(name: "Crypto", dependencies: ["COpenSSL"], exclude: ["README.md"], swiftSettings: strict),
-        .target(name: "HTTP2", dependencies: ["CNGHTTP2", "COpenSSL", "CSystem", "RPC", "ProtoWire"], exclude: ["README.md"], swiftSettings: hotPath),
+        .target(name: "IO", dependencies: ["COpenSSL", "CSystem"], exclude: ["README.md"], swiftSettings: hotPath),
+        .target(name: "HTTP2", dependencies: ["IO", "CNGHTTP2", "CSystem", "RPC", "ProtoWire"], exclude: ["README.md"], swiftSettings: hotPath),
         .target(name: "AppStoreAPI", dependencies: ["AppStore", "Crypto", "HTTP2", "ProtoWire"], exclude: ["README.md"], swiftSettings: strict),
         .target(name: "HTTPFront", dependencies: ["CMicroHTTPD", "CNGHTTP2", "COpenSSL", "CSystem", "HTTP2"], exclude: ["README.md"], swiftSettings: strict),
         .target(name: "Storage", dependencies: ["CSQLite", "CLibPQ", "Billing", "Crypto"], exclude: ["README.md"], swiftSettings: strict),

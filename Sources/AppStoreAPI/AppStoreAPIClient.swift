@@ -1,3 +1,4 @@
+import IO
 import AppStore
 import Crypto
 import Dispatch

@@ -1,3 +1,4 @@
+import IO
 import CNGHTTP2
 import CSystem
 import Glibc

@@ -1,3 +1,4 @@
+import IO
 import RPC
 
 /// One request stream of a server session: what its headers said, its `StreamState`, and what the call

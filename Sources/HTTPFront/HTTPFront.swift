@@ -1,3 +1,4 @@
+import IO
 import CSystem
 import Dispatch
 import Foundation

@@ -1,3 +1,4 @@
+import IO
 import CMicroHTTPD
 import Glibc
 import HTTP2

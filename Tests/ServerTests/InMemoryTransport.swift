@@ -1,3 +1,4 @@
+import IO
 import Glibc
 @testable import HTTP2
 import RPC

@@ -1,3 +1,4 @@
+import IO
 import Dispatch
 @testable import HTTP2
 import ProtoWire

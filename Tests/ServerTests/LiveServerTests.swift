@@ -1,3 +1,4 @@
+import IO
 import BillingAPI
 import Daemon
 import Foundation

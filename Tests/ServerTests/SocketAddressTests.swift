@@ -1,3 +1,4 @@
+import IO
 import HTTP2
 import Testing
 

@@ -1,4 +1,3 @@
-import CNGHTTP2
 package import CSystem
 import Glibc
 
@@ -151,7 +150,7 @@ package enum Sockets {
     }
 
     /// A blocking client connection with TCP_NODELAY.
-    static func connect(_ address: SocketAddress, timeoutSeconds: Int) throws(SocketError) -> Int32 {
+    package static func connect(_ address: SocketAddress, timeoutSeconds: Int) throws(SocketError) -> Int32 {
         let fd = try check("socket", socket(address.family, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0))
         var tv = timeval()
         tv.tv_sec = timeoutSeconds

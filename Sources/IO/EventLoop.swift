@@ -1,41 +1,40 @@
-import CNGHTTP2
 import CSystem
 import Glibc
 import Synchronization
 
 /// Something that writes its queued output once per loop iteration.
-protocol DeferredFlush: AnyObject {
+package protocol DeferredFlush: AnyObject {
     func flush()
 }
 
 /// Something registered with a loop's epoll set.
-protocol EventHandler: AnyObject {
+package protocol EventHandler: AnyObject {
     /// Called on the loop thread with the epoll event bits.
     func handle(events: UInt32)
 }
 
 /// A value that belongs to one event loop and crosses threads only to be handed back to it (swift-nio's
-/// `NIOLoopBound`): reading it off its loop stops the process in debug and test builds. Loop-confined
+/// `NIOLoopBound`): reading it off its loop stops the process (in every build). Loop-confined
 /// classes travel in this box instead of declaring themselves `@unchecked Sendable` one by one.
-struct LoopBound<Value>: @unchecked Sendable {
+package struct LoopBound<Value>: @unchecked Sendable {
     // Sendable: `stored` is read only through `value`, which checks the loop.
-    let loop: EventLoop
+    package let loop: EventLoop
     private let stored: Value
 
     /// Boxes `value` for `loop` (from any thread: a loop's objects are made before it runs).
-    init(_ value: Value, loop: EventLoop) {
+    package init(_ value: Value, loop: EventLoop) {
         self.stored = value
         self.loop = loop
     }
 
     /// The value, on its loop.
-    var value: Value {
+    package var value: Value {
         loop.assertInEventLoop("a LoopBound value")
         return stored
     }
 
     /// Runs `body` with the value on its loop.
-    func execute(_ body: @escaping @Sendable (Value) -> Void) {
+    package func execute(_ body: @escaping @Sendable (Value) -> Void) {
         loop.execute { body(self.value) }
     }
 }
@@ -45,8 +44,8 @@ struct LoopBound<Value>: @unchecked Sendable {
 /// Other threads reach it only through `execute`, which queues a task and wakes
 /// the loop through an eventfd. Nothing inside a loop takes a lock but that queue.
 public final class EventLoop: @unchecked Sendable {
-    // Sendable: every mutable field but `inbox` is touched on the loop thread only (checked in debug and test
-    // builds by every loop-thread method once the loop runs); `inbox` is a Mutex and `wakeFD` is written
+    // Sendable: every mutable field but `inbox` is touched on the loop thread only (checked in every build
+    // by every loop-thread method once the loop runs); `inbox` is a Mutex and `wakeFD` is written
     // atomically by the kernel.
     private let epollFD: Int32
     private let wakeFD: Int32
@@ -60,11 +59,11 @@ public final class EventLoop: @unchecked Sendable {
     private let threadID = Atomic<UInt>(0)
     private var stopping = false
     /// Shared read buffer for every connection of this loop.
-    let readBuffer: UnsafeMutableRawBufferPointer
+    package let readBuffer: UnsafeMutableRawBufferPointer
     /// A short name for logs: `loop-0`.
     public let name: String
 
-    init(name: String) throws(SocketError) {
+    package init(name: String) throws(SocketError) {
         self.name = name
         epollFD = try check("epoll_create1", epoll_create1(Int32(EPOLL_CLOEXEC)))
         wakeFD = try check("eventfd", eventfd(0, Int32(EFD_NONBLOCK) | Int32(EFD_CLOEXEC)))
@@ -85,13 +84,17 @@ public final class EventLoop: @unchecked Sendable {
         return id != 0 && pthread_equal(pthread_t(id), pthread_self()) != 0
     }
 
-    /// Stops the process when called off this loop's thread, in debug and test builds (swift-nio's
-    /// `NIOLoopBound` check); release builds skip it. Loop-confined objects call it where they are entered.
+    /// Stops the process when called off this loop's thread (swift-nio's `NIOLoopBound` check), in every
+    /// build: a load and a compare of the running thread's id (`pthread_self` reads the thread pointer
+    /// register). Loop-confined objects call it where they are entered.
     @inline(__always)
-    func assertInEventLoop(_ what: StaticString, file: StaticString = #fileID, line: UInt = #line) {
-        #if DEBUG
-        precondition(inEventLoop, "\(what) used off its event loop \(name)", file: file, line: line)
-        #endif
+    package func assertInEventLoop(_ what: StaticString, file: StaticString = #fileID, line: UInt = #line) {
+        if _slowPath(!inEventLoop) { confinementBroken(what, file: file, line: line) }
+    }
+
+    @inline(never)
+    private func confinementBroken(_ what: StaticString, file: StaticString, line: UInt) -> Never {
+        fatalError("\(what) used off its event loop \(name)", file: file, line: line)
     }
 
     /// Runs `task` on the loop thread: soon, after the current event, if called from it.
@@ -109,29 +112,29 @@ public final class EventLoop: @unchecked Sendable {
 
     // MARK: Loop-thread API
 
-    /// Stops the process, in debug and test builds, when the loop's own state is touched from another thread
+    /// Stops the process when the loop's own state is touched from another thread
     /// once the loop runs (before it starts, the thread setting it up owns it).
     @inline(__always)
     private func assertOwned(_ what: StaticString) {
-        #if DEBUG
-        precondition(threadID.load(ordering: .acquiring) == 0 || inEventLoop, "\(what) off event loop \(name)")
-        #endif
+        if _slowPath(threadID.load(ordering: .acquiring) != 0 && !inEventLoop) {
+            confinementBroken(what, file: #fileID, line: #line)
+        }
     }
 
-    func register(_ fd: Int32, _ handler: any EventHandler, events: UInt32) {
+    package func register(_ fd: Int32, _ handler: any EventHandler, events: UInt32) {
         assertOwned("EventLoop.register")
         handlers[fd] = handler
         var event = epoll_event(events: events, data: epoll_data_t(fd: fd))
         _ = epoll_ctl(epollFD, EPOLL_CTL_ADD, fd, &event)
     }
 
-    func modify(_ fd: Int32, events: UInt32) {
+    package func modify(_ fd: Int32, events: UInt32) {
         assertOwned("EventLoop.modify")
         var event = epoll_event(events: events, data: epoll_data_t(fd: fd))
         _ = epoll_ctl(epollFD, EPOLL_CTL_MOD, fd, &event)
     }
 
-    func deregister(_ fd: Int32) {
+    package func deregister(_ fd: Int32) {
         assertOwned("EventLoop.deregister")
         _ = epoll_ctl(epollFD, EPOLL_CTL_DEL, fd, nil)
         handlers[fd] = nil
@@ -139,33 +142,33 @@ public final class EventLoop: @unchecked Sendable {
 
     /// Runs `action` on this loop after `nanoseconds`; returns an id for `cancelTimer`.
     @discardableResult
-    func schedule(afterNanoseconds nanoseconds: Int64, _ action: @escaping () -> Void) -> Int {
+    package func schedule(afterNanoseconds nanoseconds: Int64, _ action: @escaping () -> Void) -> Int {
         assertOwned("EventLoop.schedule")
         return timers.schedule(at: Monotonic.now() &+ UInt64(max(0, nanoseconds)), action)
     }
 
-    func cancelTimer(_ id: Int) {
+    package func cancelTimer(_ id: Int) {
         assertOwned("EventLoop.cancelTimer")
         timers.cancel(id)
     }
 
     /// Asks for `target.flush()` at the end of this iteration, after every event and task,
     /// so answers produced together leave in one write. Callers keep their own "scheduled" flag.
-    func flushLater(_ target: any DeferredFlush) {
+    package func flushLater(_ target: any DeferredFlush) {
         assertOwned("EventLoop.flushLater")
         dirty.append(target)
     }
 
     /// Stops the loop after the current iteration.
-    func stop() { stopping = true }
-    var isStopping: Bool { stopping }
+    package func stop() { stopping = true }
+    package var isStopping: Bool { stopping }
 
-    var handlerCount: Int { handlers.count }
+    package var handlerCount: Int { handlers.count }
 
     // MARK: Running
 
     /// Starts the loop on a new thread.
-    func start() {
+    package func start() {
         let box = Unmanaged.passRetained(self)
         var attr = pthread_attr_t()
         pthread_attr_init(&attr)
@@ -186,7 +189,7 @@ public final class EventLoop: @unchecked Sendable {
     private let joinable = Mutex<pthread_t?>(nil)
 
     /// Waits for the loop thread to end.
-    func join() {
+    package func join() {
         if let tid = joinable.withLock({ $0 }) { pthread_join(tid, nil) }
     }
 
@@ -253,12 +256,14 @@ package enum Monotonic {
 }
 
 /// A binary min-heap of timers with lazy cancellation.
-struct TimerHeap {
+package struct TimerHeap {
     private var heap: [(at: UInt64, id: Int)] = []
     private var actions: [Int: () -> Void] = [:]
     private var nextID = 1
 
-    mutating func schedule(at: UInt64, _ action: @escaping () -> Void) -> Int {
+    package init() {}
+
+    package mutating func schedule(at: UInt64, _ action: @escaping () -> Void) -> Int {
         let id = nextID
         nextID += 1
         actions[id] = action
@@ -273,7 +278,7 @@ struct TimerHeap {
         return id
     }
 
-    mutating func cancel(_ id: Int) {
+    package mutating func cancel(_ id: Int) {
         actions[id] = nil
         // Cancelled entries stay in the heap until they reach the top; rebuild when they dominate.
         if heap.count > 1024 && heap.count > 4 * actions.count {
@@ -301,14 +306,14 @@ struct TimerHeap {
         return top
     }
 
-    mutating func millisecondsUntilNext(now: UInt64) -> Int32 {
+    package mutating func millisecondsUntilNext(now: UInt64) -> Int32 {
         while let first = heap.first, actions[first.id] == nil { _ = popMin() }
         guard let first = heap.first else { return -1 }
         if first.at <= now { return 0 }
         return Int32(min((first.at - now + 999_999) / 1_000_000, 60_000))
     }
 
-    mutating func takeDue(now: UInt64) -> [() -> Void] {
+    package mutating func takeDue(now: UInt64) -> [() -> Void] {
         var due: [() -> Void] = []
         while let first = heap.first, first.at <= now {
             _ = popMin()

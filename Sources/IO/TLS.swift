@@ -1,4 +1,3 @@
-import CNGHTTP2
 import COpenSSL
 import CSystem
 import Glibc
@@ -7,7 +6,7 @@ import Glibc
 public final class TLSContext: @unchecked Sendable {
     // Sendable: the SSL_CTX is configured in init and only read afterwards;
     // OpenSSL documents SSL_new on a shared, unmodified context as thread-safe.
-    let ctx: OpaquePointer
+    package let ctx: OpaquePointer
 
     /// The server's ALPN protocols in preference order, length-prefixed as on the wire (empty for clients).
     private let serverProtocols: [UInt8]
@@ -102,7 +101,7 @@ public final class TLSContext: @unchecked Sendable {
     deinit { SSL_CTX_free(ctx) }
 
     /// The newest OpenSSL error as text, and the queue cleared.
-    static func lastError() -> String {
+    package static func lastError() -> String {
         let code = ERR_get_error()
         ERR_clear_error()
         guard code != 0 else { return "unknown error" }
@@ -115,7 +114,7 @@ public final class TLSContext: @unchecked Sendable {
 
 /// One TLS session over a socket; owns the `SSL`.
 package final class TLSSession {
-    let ssl: OpaquePointer
+    package let ssl: OpaquePointer
 
     package init(context: TLSContext, fd: Int32, server: Bool, hostname: String? = nil) throws(SocketError) {
         guard let ssl = SSL_new(context.ctx) else { throw .tls("SSL_new failed") }
@@ -140,7 +139,7 @@ package final class TLSSession {
 
     deinit { SSL_free(ssl) }
 
-    package enum IO {
+    package enum Outcome {
         case done(Int)
         case wantRead
         case wantWrite
@@ -148,7 +147,7 @@ package final class TLSSession {
         case failed(String)
     }
 
-    private func classify(_ rc: Int32) -> IO {
+    private func classify(_ rc: Int32) -> Outcome {
         let err = SSL_get_error(ssl, rc)
         switch err {
         case SSL_ERROR_WANT_READ: return .wantRead
@@ -161,12 +160,12 @@ package final class TLSSession {
         }
     }
 
-    package func handshake() -> IO {
+    package func handshake() -> Outcome {
         let rc = SSL_do_handshake(ssl)
         return rc == 1 ? .done(0) : classify(rc)
     }
 
-    var isHandshakeDone: Bool { SSL_is_init_finished(ssl) == 1 }
+    package var isHandshakeDone: Bool { SSL_is_init_finished(ssl) == 1 }
 
     /// The negotiated ALPN protocol, if any.
     package var alpn: String? {
@@ -178,7 +177,7 @@ package final class TLSSession {
     }
 
     /// The verified peer certificate's subject, one line (mutual TLS).
-    var peerSubject: String? {
+    package var peerSubject: String? {
         guard let cert = SSL_get1_peer_certificate(ssl) else { return nil }
         defer { X509_free(cert) }
         guard let name = X509_get_subject_name(cert), let line = X509_NAME_oneline(name, nil, 0) else { return nil }
@@ -189,12 +188,12 @@ package final class TLSSession {
     /// Decrypted bytes OpenSSL holds that a read returns without touching the socket.
     package var pendingBytes: Int { Int(SSL_pending(ssl)) }
 
-    package func read(_ buffer: UnsafeMutableRawBufferPointer) -> IO {
+    package func read(_ buffer: UnsafeMutableRawBufferPointer) -> Outcome {
         let rc = SSL_read(ssl, buffer.baseAddress, Int32(buffer.count))
         return rc > 0 ? .done(Int(rc)) : classify(rc)
     }
 
-    package func write(_ bytes: UnsafeRawBufferPointer) -> IO {
+    package func write(_ bytes: UnsafeRawBufferPointer) -> Outcome {
         guard bytes.count > 0 else { return .done(0) }
         let rc = SSL_write(ssl, bytes.baseAddress, Int32(bytes.count))
         return rc > 0 ? .done(Int(rc)) : classify(rc)
