@@ -45,9 +45,9 @@ let package = Package(
         // Wrappers around C.
         .target(name: "Crypto", dependencies: ["COpenSSL"], exclude: ["README.md"], swiftSettings: strict),
         .target(name: "IO", dependencies: ["COpenSSL", "CSystem"], exclude: ["README.md"], swiftSettings: hotPath),
-        .target(name: "HTTP2", dependencies: ["IO", "CNGHTTP2", "CSystem", "RPC", "ProtoWire"], exclude: ["README.md"], swiftSettings: hotPath),
+        .target(name: "HTTP2", dependencies: ["IO", "CNGHTTP2", "CMicroHTTPD", "CSystem", "RPC", "ProtoWire"], exclude: ["README.md"], swiftSettings: hotPath),
         .target(name: "AppStoreAPI", dependencies: ["AppStore", "Crypto", "HTTP2", "ProtoWire"], exclude: ["README.md"], swiftSettings: strict),
-        .target(name: "HTTPFront", dependencies: ["CMicroHTTPD", "CNGHTTP2", "COpenSSL", "CSystem", "HTTP2"], exclude: ["README.md"], swiftSettings: strict),
+        .target(name: "HTTPFront", dependencies: ["HTTP2", "IO", "RPC"], exclude: ["README.md"], swiftSettings: strict),
         .target(name: "Storage", dependencies: ["CSQLite", "CLibPQ", "Billing", "Crypto"], exclude: ["README.md"], swiftSettings: strict),
 
         .target(
@@ -82,7 +82,7 @@ let package = Package(
         .testTarget(
             name: "StorageTests", dependencies: ["TestSupport", "Storage", "Billing", "Crypto"], exclude: ["Upgrade"], swiftSettings: strict),
         .testTarget(name: "AppStoreAPITests", dependencies: ["AppStoreAPI", "Crypto"], swiftSettings: strict),
-        .testTarget(name: "HTTPFrontTests", dependencies: ["TestSupport", "HTTPFront"], swiftSettings: strict),
+        .testTarget(name: "HTTPFrontTests", dependencies: ["TestSupport", "HTTPFront", "HTTP2"], swiftSettings: strict),
         .testTarget(
             name: "ServerTests",
             dependencies: ["TestSupport", "Daemon", "HTTP2", "CNGHTTP2", "RPC", "Billing", "BillingService", "BillingAPI", "Storage", "ProtoWire"],

@@ -6,7 +6,7 @@
 #include <sys/socket.h>
 #include <microhttpd.h>
 
-/// MHD_start_daemon is variadic: this passes the options HTTPFront sets, in one fixed list.
+/// MHD_start_daemon is variadic: this passes the options the HTTP/1.1 engine sets, in one fixed list.
 static inline struct MHD_Daemon *cmhd_start(unsigned int flags, MHD_AccessHandlerCallback handler, void *cls,
                                             MHD_RequestCompletedCallback completed, MHD_NotifyConnectionCallback notify,
                                             unsigned int timeout_seconds, size_t memory_limit, unsigned int connection_limit) {
@@ -26,5 +26,19 @@ static inline int cmhd_connection_fd(struct MHD_Connection *c) {
 static inline void *cmhd_socket_context(struct MHD_Connection *c) {
     const union MHD_ConnectionInfo *i = MHD_get_connection_info(c, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
     return i ? i->socket_context : NULL;
+}
+/// MHD_get_daemon_info is variadic: the epoll set of a daemon started with MHD_USE_EPOLL, or -1. The event
+/// loop watches it and calls MHD_run when it is readable.
+static inline int cmhd_epoll_fd(struct MHD_Daemon *d) {
+    const union MHD_DaemonInfo *i = MHD_get_daemon_info(d, MHD_DAEMON_INFO_EPOLL_FD);
+    return i ? i->epoll_fd : -1;
+}
+
+/// Milliseconds until libmicrohttpd wants MHD_run again (a connection timeout, or data it already holds),
+/// or -1 for none.
+static inline long long cmhd_timeout_ms(struct MHD_Daemon *d) {
+    MHD_UNSIGNED_LONG_LONG t = 0;
+    if (MHD_get_timeout(d, &t) != MHD_YES) return -1;
+    return (long long)t;
 }
 #endif

@@ -1,6 +1,7 @@
 import Billing
 import BillingService
 import Foundation
+import HTTP2
 import HTTPFront
 import Metrics
 import ProtoWire

@@ -20,7 +20,7 @@ final class H2ServerSession: ResponseSink, @unchecked Sendable {
     let peerSubject: String?
     /// The owner that writes the output; it outlives the session (it holds the only reference).
     unowned(unsafe) let output: any SessionOutput
-    private var session: OpaquePointer?
+    private(set) var session: OpaquePointer?
     private var streams = StreamTable()
     /// The stream the last lookup found: nghttp2 calls back for one stream many times in a row
     /// (begin, each header, end of headers, the answer), so most lookups skip the dictionary's hashing.
@@ -101,12 +101,11 @@ final class H2ServerSession: ResponseSink, @unchecked Sendable {
         billing_h2_pool_free(pool)
     }
 
-    /// Stops the process off the host's thread, in debug and test builds; nothing in release builds.
+    /// Stops the process off the host's thread, in every build. Checked where the session is entered
+    /// (bytes in and out, answers, close); nghttp2's callbacks run only inside those entries.
     @inline(__always)
     func checkHost(file: StaticString = #fileID, line: UInt = #line) {
-        #if DEBUG
         host.assertInHost("H2ServerSession", file: file, line: line)
-        #endif
     }
 
     // MARK: Bytes in and out
@@ -217,7 +216,7 @@ final class H2ServerSession: ResponseSink, @unchecked Sendable {
     // MARK: Carrying out a stream's actions
 
     @inline(__always)
-    private func act(_ stream: ServerStream, _ action: StreamState.Action) {
+    func act(_ stream: ServerStream, _ action: StreamState.Action) {
         switch action {
         case .none: return
         case .reset:
@@ -226,6 +225,12 @@ final class H2ServerSession: ResponseSink, @unchecked Sendable {
                 nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), stream.id, UInt32(NGHTTP2_PROTOCOL_ERROR.rawValue))
             }
         case .fail(let error):
+            if stream.state.isExchange {
+                releaseBuffer(stream)
+                stream.response = HTTPResponse.answering(error, dispatched: stream.state.wasDispatched)
+                submitResponse(stream)
+                break
+            }
             if let timer = stream.timerID {
                 host.cancelTimer(timer)
                 stream.timerID = nil
@@ -235,8 +240,15 @@ final class H2ServerSession: ResponseSink, @unchecked Sendable {
             submitStatus(stream, error)
         case .respondHTTP(let status, let message):
             submitHTTP(stream, status: status, message: message)
+        case .submitResponse:
+            releaseBuffer(stream)
+            submitResponse(stream)
         case .dispatch:
-            dispatch(stream)
+            if stream.state.isExchange {
+                dispatchExchange(stream)
+            } else {
+                dispatch(stream)
+            }
             return
         case .startBidi(let ended):
             startBidi(stream)
@@ -260,6 +272,7 @@ final class H2ServerSession: ResponseSink, @unchecked Sendable {
             shared.finished(stream: stream, code: error?.code ?? .ok, reason: error?.reason, peer: peer, peerSubject: peerSubject)
             if resume { nghttp2_session_resume_data(session, stream.id) }
         case .cancel:
+            if stream.state.isExchange { return }  // its completion finds no stream
             stream.cancellation?.cancel()
             shared.finished(stream: stream, code: .cancelled, reason: nil, peer: peer)
             return
@@ -350,7 +363,7 @@ final class H2ServerSession: ResponseSink, @unchecked Sendable {
 
     /// The open stream `id`, or nil.
     @inline(__always)
-    private func stream(_ id: Int32) -> ServerStream? {
+    func stream(_ id: Int32) -> ServerStream? {
         if let last = lastStream, last.id == id { return last }
         let found = streams[id: id]
         if found != nil { lastStream = found }
@@ -442,6 +455,9 @@ final class H2ServerSession: ResponseSink, @unchecked Sendable {
     /// What a complete header block means: RFC 9113 first, then HTTP, drain, authentication and routing.
     private func verdict(_ stream: ServerStream) -> StreamState.Verdict {
         guard stream.pseudoFields & PseudoField.required == PseudoField.required else { return .malformed }
+        if let http = shared.configuration.http, stream.method != "POST" || !GRPCHeaders.isGRPCContentType(stream.contentType) {
+            return exchangeVerdict(stream, http)
+        }
         if stream.headerListTooLarge {
             let limit = shared.configuration.maxHeaderListBytes
             return .refuse(RPCError(code: .resourceExhausted, message: "request headers exceed the limit of \(limit) bytes"))
@@ -493,6 +509,10 @@ final class H2ServerSession: ResponseSink, @unchecked Sendable {
 
     fileprivate func data(streamID: Int32, bytes: UnsafeRawBufferPointer) {
         guard let stream = stream(streamID), stream.state.takesData else { return }
+        if stream.state.isExchange {
+            exchangeData(stream, bytes)
+            return
+        }
         if case .bidi = stream.route {
             guard let receiver = stream.receiver else { return }
             if let error = stream.streamDeframer?.append(bytes, { receiver.onMessage($0) }) {
@@ -510,7 +530,7 @@ final class H2ServerSession: ResponseSink, @unchecked Sendable {
     }
 
     /// Counts what `stream` holds now in the connection's budget; the stream that crosses it is refused.
-    private func account(_ stream: ServerStream, _ now: Int) {
+    func account(_ stream: ServerStream, _ now: Int) {
         bufferedRequestBytes += now - stream.bufferedBytes
         stream.bufferedBytes = now
         let limit = shared.configuration.maxConnectionBufferBytes
@@ -520,9 +540,11 @@ final class H2ServerSession: ResponseSink, @unchecked Sendable {
     }
 
     /// Drops the request bytes `stream` holds and takes them out of the budget.
-    private func releaseBuffer(_ stream: ServerStream) {
+    func releaseBuffer(_ stream: ServerStream) {
         if stream.bufferedBytes == 0 { return }
-        if case .bidi = stream.route {
+        if stream.state.isExchange {
+            stream.requestBody = []
+        } else if case .bidi = stream.route {
             stream.streamDeframer = nil
         } else {
             stream.deframer = MessageDeframer(maxMessageBytes: shared.configuration.maxMessageBytes)
@@ -578,6 +600,10 @@ final class H2ServerSession: ResponseSink, @unchecked Sendable {
         case .trailers(let error):
             flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue | NGHTTP2_DATA_FLAG_NO_END_STREAM.rawValue
             submitTrailers(stream, error, session: session)
+            stream.body = []
+            return n
+        case .end:
+            flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue
             stream.body = []
             return n
         }
@@ -760,10 +786,7 @@ private func same(_ bytes: UnsafeBufferPointer<UInt8>, _ literal: [UInt8]) -> Bo
 /// `nghttp2_session_mem_recv`/`send` on the session's own thread, while the session is alive and in use.
 @inline(__always)
 private func withSession<T>(_ userData: UnsafeMutableRawPointer?, _ body: (H2ServerSession) -> T) -> T {
-    Unmanaged<H2ServerSession>.fromOpaque(userData!)._withUnsafeGuaranteedRef { session in
-        session.checkHost()
-        return body(session)
-    }
+    Unmanaged<H2ServerSession>.fromOpaque(userData!)._withUnsafeGuaranteedRef { session in body(session) }
 }
 
 private let onBeginHeaders: nghttp2_on_begin_headers_callback = { _, frame, userData in
@@ -817,6 +840,6 @@ private let onFrameSend: nghttp2_on_frame_send_callback = { _, frame, userData i
     return 0
 }
 
-private let readBodyCallback: nghttp2_data_source_read_callback = { _, streamID, buf, length, flags, _, userData in
+let readBodyCallback: nghttp2_data_source_read_callback = { _, streamID, buf, length, flags, _, userData in
     withSession(userData) { $0.readBody(streamID: streamID, into: buf!, length: length, flags: flags!) }
 }

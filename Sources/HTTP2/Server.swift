@@ -31,6 +31,14 @@ public struct ServerConfiguration: Sendable {
     public var writeStallNanoseconds: Int64 = 30_000_000_000
     /// TLS with ALPN h2 when set; h2c with prior knowledge otherwise.
     public var tls: TLSContext?
+    /// Plain HTTP on the same port: requests that are not gRPC calls (HTTP/1.x connections, HTTP/2 streams
+    /// of another method or content type) go to this service. Nil: they get a short plain-text refusal.
+    public var http: HTTPService?
+    /// Connections one peer address may hold open at once (0: no limit); more are closed at accept.
+    public var maxConnectionsPerAddress = 0
+    /// A connection that has not completed its TLS handshake and sent its first request bytes (the HTTP/2
+    /// preface, or an HTTP/1.x request line) within this long is closed.
+    public var handshakeTimeoutNanoseconds: Int64 = 10_000_000_000
 
     public init() {}
 }
@@ -43,6 +51,8 @@ final class ServerShared: Sendable {
     let observer: (@Sendable (CallRecord) -> Void)?
     let connections = Atomic<Int>(0)
     let refusedConnections = Atomic<Int>(0)
+    /// Open connections by peer address (only when `maxConnectionsPerAddress` is set).
+    private let byAddress = Mutex<[String: Int]>([:])
     let inFlight = Atomic<Int>(0)
     let requestCounter = Atomic<UInt64>(0)
     /// Calls answered, by gRPC code (index = raw value).
@@ -60,8 +70,39 @@ final class ServerShared: Sendable {
 
     func nextRequestNumber() -> UInt64 { requestCounter.add(1, ordering: .relaxed).newValue }
 
-    func connectionOpened() { connections.add(1, ordering: .relaxed) }
-    func connectionClosed() { connections.subtract(1, ordering: .relaxed) }
+    /// Takes a slot for a new connection from `addressKey`; false (and counted as refused) when the server or
+    /// that address holds its limit.
+    func admit(addressKey: String) -> Bool {
+        if connections.load(ordering: .relaxed) >= configuration.maxConnections {
+            refusedConnections.add(1, ordering: .relaxed)
+            return false
+        }
+        let cap = configuration.maxConnectionsPerAddress
+        if cap > 0 {
+            let admitted = byAddress.withLock { counts -> Bool in
+                let n = counts[addressKey, default: 0]
+                guard n < cap else { return false }
+                counts[addressKey] = n + 1
+                return true
+            }
+            guard admitted else {
+                refusedConnections.add(1, ordering: .relaxed)
+                return false
+            }
+        }
+        connections.add(1, ordering: .relaxed)
+        return true
+    }
+
+    /// Gives back a connection's slot (exactly once per `admit`).
+    func connectionClosed(addressKey: String) {
+        connections.subtract(1, ordering: .relaxed)
+        guard configuration.maxConnectionsPerAddress > 0 else { return }
+        byAddress.withLock { counts in
+            let n = counts[addressKey, default: 1] - 1
+            counts[addressKey] = n > 0 ? n : nil
+        }
+    }
     func callStarted() { inFlight.add(1, ordering: .relaxed) }
 
     func finished(stream: ServerStream, code: StatusCode, reason: String?, peer: String, peerSubject: String? = nil) {
@@ -87,20 +128,30 @@ final class LoopConnections {
     let loop: EventLoop
     var connections: [Int32: ServerConnection] = [:]
     var draining = false
+    /// HTTP/1.x on this loop, when the server has an `HTTPService`.
+    let http1: HTTP1Engine?
 
-    init(loop: EventLoop) { self.loop = loop }
+    init(loop: EventLoop, shared: ServerShared) throws(SocketError) {
+        self.loop = loop
+        if let service = shared.configuration.http {
+            http1 = try HTTP1Engine(loop: loop, service: service, shared: shared)
+        } else {
+            http1 = nil
+        }
+    }
 
-    /// Adopts an accepted socket (on this loop).
-    func adopt(fd: Int32, peer: String, shared: ServerShared) {
+    /// Adopts an accepted socket (on this loop); its slot was taken at accept.
+    func adopt(fd: Int32, peer: String, addressKey: String, shared: ServerShared) {
         loop.assertInEventLoop("LoopConnections")
         do {
-            let connection = try ServerConnection(fd: fd, peer: peer, loop: loop, shared: shared)
+            let connection = try ServerConnection(fd: fd, peer: peer, addressKey: addressKey, loop: loop, shared: shared)
             connections[fd] = connection
             connection.owner = self
             connection.start()
             if draining { connection.beginDrain() }
         } catch {
             Glibc.close(fd)
+            shared.connectionClosed(addressKey: addressKey)
         }
     }
 
@@ -114,6 +165,7 @@ final class LoopConnections {
         loop.schedule(afterNanoseconds: 1_000_000_000) { [self] in
             let now = Monotonic.now()
             for connection in Array(connections.values) { connection.sweep(now: now) }
+            http1?.sweep(now: now)
             if !loop.isStopping { startSweeping() }
         }
     }
@@ -154,9 +206,9 @@ final class Listener: EventHandler {
                 }
                 return
             }
-            if shared.connections.load(ordering: .relaxed) >= shared.configuration.maxConnections {
+            let addressKey = address.hostText
+            guard shared.admit(addressKey: addressKey) else {
                 Glibc.close(client)
-                shared.refusedConnections.add(1, ordering: .relaxed)
                 continue
             }
             Sockets.setInt(client, Int32(IPPROTO_TCP), TCP_NODELAY, 1)
@@ -165,9 +217,9 @@ final class Listener: EventHandler {
             let peer = address.text
             let shared = shared
             if target.loop === loop {
-                target.value.adopt(fd: client, peer: peer, shared: shared)
+                target.value.adopt(fd: client, peer: peer, addressKey: addressKey, shared: shared)
             } else {
-                target.execute { $0.adopt(fd: client, peer: peer, shared: shared) }
+                target.execute { $0.adopt(fd: client, peer: peer, addressKey: addressKey, shared: shared) }
             }
         }
     }
@@ -204,7 +256,9 @@ public final class Server: Sendable {
         var loops: [EventLoop] = []
         for i in 0..<max(1, configuration.threads) { loops.append(try EventLoop(name: "loop-\(i)")) }
         self.loops = loops
-        self.loopConnections = loops.map { LoopBound(LoopConnections(loop: $0), loop: $0) }
+        var groups: [LoopBound<LoopConnections>] = []
+        for loop in loops { groups.append(LoopBound(try LoopConnections(loop: loop, shared: shared), loop: loop)) }
+        self.loopConnections = groups
     }
 
     /// Binds the listener and starts the loops; returns the bound address as `HOST:PORT`.
@@ -252,6 +306,7 @@ public final class Server: Sendable {
             group.execute { group in
                 group.draining = true
                 for connection in group.connections.values { connection.beginDrain() }
+                group.http1?.beginDrain()
             }
         }
         // Poll from this (non-loop) thread until every connection has closed or time is up.
@@ -260,8 +315,20 @@ public final class Server: Sendable {
         }
         for group in loopConnections {
             group.execute { group in
-                for connection in Array(group.connections.values) { connection.close() }
-                group.loop.stop()
+                // Connections bridged to libmicrohttpd stay until its last answers (503s) went through them.
+                for connection in Array(group.connections.values) where !connection.isBridged { connection.close() }
+                // Then the bridges pass on what libmicrohttpd wrote last (they close when its end closes), for
+                // at most a second.
+                let last = Monotonic.now() &+ 1_000_000_000
+                func end() {
+                    if Monotonic.now() < last && group.connections.values.contains(where: { $0.isBridged }) {
+                        group.loop.schedule(afterNanoseconds: 5_000_000) { end() }
+                        return
+                    }
+                    for connection in Array(group.connections.values) { connection.close() }
+                    group.loop.stop()
+                }
+                if let http1 = group.http1 { http1.finish(then: end) } else { end() }
             }
         }
         for loop in loops { loop.join() }

@@ -14,7 +14,15 @@ final class ServerConnection: EventHandler, DeferredFlush, SessionOutput {
     let loop: EventLoop
     let shared: ServerShared
     let peer: String
+    /// The peer's address without its port: the key of its connection slot.
+    let addressKey: String
     private var session: H2ServerSession?
+    /// HTTP/1.1 behind TLS, bridged to the loop's libmicrohttpd.
+    private var bridge: TLSBridge?
+    var isBridged: Bool { bridge != nil }
+    /// When the connection was accepted: the handshake and the first request bytes are due within
+    /// `handshakeTimeoutNanoseconds` of it.
+    private let acceptedAt = Monotonic.now()
     private var tls: TLSSession?
     private var pending: [UInt8] = []
     private var pendingOffset = 0
@@ -26,6 +34,8 @@ final class ServerConnection: EventHandler, DeferredFlush, SessionOutput {
     /// The client certificate's subject, once a mutual-TLS handshake verified it.
     private(set) var peerSubject: String?
     private(set) var closed = false
+    /// The socket went to libmicrohttpd (which closes it and gives back its slot).
+    private var handedOff = false
     private var draining = false
     /// h2c: the first bytes, held until they show the HTTP/2 preface (or an HTTP/1 request).
     private var awaitingPreface = false
@@ -40,9 +50,10 @@ final class ServerConnection: EventHandler, DeferredFlush, SessionOutput {
     /// The loop's registry that keeps this connection alive.
     weak var owner: LoopConnections?
 
-    init(fd: Int32, peer: String, loop: EventLoop, shared: ServerShared) throws(SocketError) {
+    init(fd: Int32, peer: String, addressKey: String, loop: EventLoop, shared: ServerShared) throws(SocketError) {
         self.fd = fd
         self.peer = peer
+        self.addressKey = addressKey
         self.loop = loop
         self.shared = shared
         if let context = shared.configuration.tls {
@@ -52,12 +63,14 @@ final class ServerConnection: EventHandler, DeferredFlush, SessionOutput {
 
     /// Registers with the loop and, for h2c, starts HTTP/2 at once.
     func start() {
-        loop.register(fd, self, events: EPOLLIN.rawValue | EPOLLRDHUP.rawValue)
-        shared.connectionOpened()
         if tls == nil {
             // Nothing is sent before the client's first bytes: an HTTP/1.1 client must get an HTTP/1.1 answer.
+            // They are peeked at, not read (an HTTP/1.x connection goes to libmicrohttpd with its bytes
+            // unread), so the socket is edge-triggered until they decide: each arrival wakes us once.
             awaitingPreface = true
+            loop.register(fd, self, events: EPOLLIN.rawValue | EPOLLRDHUP.rawValue | EPOLLET.rawValue)
         } else {
+            loop.register(fd, self, events: EPOLLIN.rawValue | EPOLLRDHUP.rawValue)
             continueHandshake()
         }
     }
@@ -73,6 +86,10 @@ final class ServerConnection: EventHandler, DeferredFlush, SessionOutput {
     func handle(events: UInt32) {
         loop.assertInEventLoop("ServerConnection")
         if closed { return }
+        if let bridge {
+            bridge.peerEvent(events)
+            return
+        }
         if discarding {
             discardInput()
             return
@@ -93,11 +110,17 @@ final class ServerConnection: EventHandler, DeferredFlush, SessionOutput {
         switch tls.handshake() {
         case .done:
             loop.modify(fd, events: EPOLLIN.rawValue | EPOLLRDHUP.rawValue)
-            if let alpn = tls.alpn, alpn != "h2" {
+            peerSubject = tls.peerSubject
+            let alpn = tls.alpn
+            if alpn != "h2", let engine = owner?.http1 {
+                // HTTP/1.1 (by ALPN, or no ALPN) on a port that serves plain HTTP.
+                startBridge(tls: tls, engine: engine)
+                return
+            }
+            if let alpn, alpn != "h2" {
                 close()
                 return
             }
-            peerSubject = tls.peerSubject
             startSession()
             flush()
             // TLS may already hold decrypted application data.
@@ -111,31 +134,63 @@ final class ServerConnection: EventHandler, DeferredFlush, SessionOutput {
         }
     }
 
-    /// h2c: reads the first bytes; HTTP/2 starts once they are the preface, an HTTP/1 request gets an HTTP/1.1 answer.
+    /// h2c: peeks at the first bytes. HTTP/2 starts once they are the preface; an HTTP/1.x request goes to
+    /// libmicrohttpd with its bytes unread (or, with no `HTTPService`, gets one HTTP/1.1 refusal); other
+    /// bytes go to nghttp2, which answers them with GOAWAY.
     private func sniffPreface() {
-        let buffer = loop.readBuffer
-        let n = Glibc.read(fd, buffer.baseAddress, buffer.count)
+        var head = [UInt8](repeating: 0, count: preface.count)
+        let n = recv(fd, &head, head.count, Int32(MSG_PEEK) | Int32(MSG_DONTWAIT))
         if n == 0 { return close() }
         if n < 0 {
             if errno == EAGAIN || errno == EINTR { return }
             return close()
         }
         lastActivity = Monotonic.now()
-        prefaceBytes.append(contentsOf: UnsafeRawBufferPointer(start: buffer.baseAddress, count: n))
-        let common = min(prefaceBytes.count, preface.count)
-        if prefaceBytes[..<common].elementsEqual(preface[..<common]) {
-            if prefaceBytes.count < preface.count { return }  // the rest of the preface is on its way
-        } else if let first = prefaceBytes.first, first >= UInt8(ascii: "A"), first <= UInt8(ascii: "Z") {
+        if head[..<n].elementsEqual(preface[..<n]) {
+            if n < preface.count { return }  // the rest of the preface is on its way (the next arrival wakes us)
+        } else if head[0] >= UInt8(ascii: "A"), head[0] <= UInt8(ascii: "Z") {
+            if let engine = owner?.http1 { return handOff(to: engine) }
+            prefaceBytes = consume(n)
+            loop.modify(fd, events: EPOLLIN.rawValue | EPOLLRDHUP.rawValue)
             return answerHTTP1()
         }
         // The preface, or garbage nghttp2 answers with GOAWAY.
         awaitingPreface = false
-        let bytes = prefaceBytes
-        prefaceBytes = []
+        loop.modify(fd, events: EPOLLIN.rawValue | EPOLLRDHUP.rawValue)
+        let bytes = consume(n)
         startSession()
         if let code = bytes.withUnsafeBytes({ session?.receive($0) }) { return terminate(code) }
         flush()
         if !closed && !discarding { readAvailable() }
+    }
+
+    /// Reads the `n` bytes already peeked at.
+    private func consume(_ n: Int) -> [UInt8] {
+        var bytes = [UInt8](repeating: 0, count: n)
+        let got = Glibc.read(fd, &bytes, n)
+        return Array(bytes.prefix(max(0, got)))
+    }
+
+    /// A cleartext HTTP/1.x connection leaves this shell for the loop's libmicrohttpd, with its slot.
+    private func handOff(to engine: HTTP1Engine) {
+        awaitingPreface = false
+        closed = true
+        handedOff = true
+        loop.deregister(fd)
+        owner?.forget(fd)
+        engine.add(fd: fd, peer: peer, addressKey: addressKey, counted: true)
+    }
+
+    /// HTTP/1.1 behind TLS: bridged to the loop's libmicrohttpd through a socketpair.
+    private func startBridge(tls: TLSSession, engine: HTTP1Engine) {
+        var pair: [Int32] = [-1, -1]
+        guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0, &pair) == 0 else {
+            return close()
+        }
+        let bridge = TLSBridge(connection: self, tls: tls, tcpFD: fd, localFD: pair[0], loop: loop)
+        self.bridge = bridge
+        engine.add(fd: pair[1], peer: peer, addressKey: addressKey, counted: false)
+        bridge.start()
     }
 
     /// An HTTP/1.x request on the gRPC port: one HTTP/1.1 answer, then the connection closes.
@@ -339,17 +394,25 @@ final class ServerConnection: EventHandler, DeferredFlush, SessionOutput {
         closed = true
         session?.close()
         session = nil
+        bridge?.close()
+        bridge = nil
         tls?.shutdown()
         tls = nil
         loop.deregister(fd)
         Glibc.close(fd)
-        shared.connectionClosed()
+        shared.connectionClosed(addressKey: addressKey)
         owner?.forget(fd)
     }
 
     /// Called once a second by the loop: GOAWAY after the idle timeout, drop a peer that stopped reading.
     func sweep(now: UInt64) {
         guard !closed else { return }
+        if session == nil && bridge == nil && lingerUntil == 0,
+            now &- acceptedAt > UInt64(max(0, shared.configuration.handshakeTimeoutNanoseconds))
+        {
+            // A TLS handshake or a preface that does not come (a slow or silent client) holds no slot for long.
+            return close()
+        }
         if lingerUntil != 0 {
             // Ending: closed once the peer closes, or now at the latest.
             if now >= lingerUntil { close() }

@@ -40,6 +40,9 @@ final class ServerStream {
     /// The framed answer bytes being sent, and how much nghttp2 has taken.
     var body: [UInt8] = []
     var bodyOffset = 0
+    /// A plain HTTP exchange's request body as it arrives, and its answer until it is submitted.
+    var requestBody: [UInt8] = []
+    var response: HTTPResponse?
 
     init(id: Int32, maxMessageBytes: Int) {
         self.id = id
@@ -90,5 +93,7 @@ final class ServerStream {
         requestNumber = 0
         body = []
         bodyOffset = 0
+        requestBody = []
+        response = nil
     }
 }

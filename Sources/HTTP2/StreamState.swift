@@ -12,6 +12,8 @@ import RPC
 struct StreamState: Sendable {
     enum Kind: Equatable, Sendable {
         case unary, serverStreaming, bidi
+        /// A plain HTTP request (not gRPC) for the server's `HTTPService`: one body in, one answer out.
+        case exchange
     }
 
     enum Phase: Equatable, Sendable {
@@ -49,6 +51,9 @@ struct StreamState: Sendable {
         case fail(RPCError)
         /// A plain HTTP answer.
         case respondHTTP(status: String, message: String)
+        /// The plain HTTP response the session holds for this stream: its headers, then its body, then
+        /// END_STREAM (no trailers).
+        case submitResponse
         /// The request message is complete: hand it to the handler (the session then reports `handedOver`
         /// or, when it cannot, `fail`).
         case dispatch
@@ -78,6 +83,8 @@ struct StreamState: Sendable {
         case wait
         /// The end: trailers with this status (nil: OK).
         case trailers(RPCError?)
+        /// The end of a plain HTTP body: END_STREAM on the last DATA frame.
+        case end
     }
 
     private(set) var phase: Phase = .idle
@@ -91,6 +98,8 @@ struct StreamState: Sendable {
     private(set) var finishError: RPCError?
     /// The trailers went out ahead of the DATA source (`abort`): it sends nothing more.
     private(set) var trailersSubmitted = false
+    /// A plain HTTP exchange (no gRPC framing, status or trailers).
+    private(set) var isExchange = false
 
     /// Whether header fields are still read (trailers of a refused stream are not).
     var readsFields: Bool {
@@ -127,7 +136,7 @@ struct StreamState: Sendable {
     /// Whether the answer goes out as a stream of messages.
     var isStreaming: Bool {
         switch phase {
-        case .receiving(let k), .dispatched(let k), .responding(let k, _): k != .unary
+        case .receiving(let k), .dispatched(let k), .responding(let k, _): k == .serverStreaming || k == .bidi
         default: false
         }
     }
@@ -162,6 +171,7 @@ struct StreamState: Sendable {
             return .startBidi(ended: endStream)
         case .route(let kind):
             phase = .receiving(kind)
+            if kind == .exchange { isExchange = true }
             return endStream ? .dispatch : .none
         }
     }
@@ -200,11 +210,31 @@ struct StreamState: Sendable {
         wasDispatched = true
     }
 
-    /// A unary call's handler answered OK.
+    /// A unary call's handler answered OK (or an exchange's handler answered).
     mutating func succeed() -> Action {
-        guard case .dispatched(.unary) = phase else { return .none }
-        phase = .answered
-        return .submitHeaders
+        switch phase {
+        case .dispatched(.unary):
+            phase = .answered
+            return .submitHeaders
+        case .dispatched(.exchange):
+            phase = .answered
+            return .submitResponse
+        default:
+            return .none
+        }
+    }
+
+    /// An exchange is answered by the server itself (a limit, a timeout, shutting down) with the response
+    /// the session now holds: nothing may have been submitted yet.
+    mutating func respond() -> Action {
+        switch phase {
+        case .idle, .receiving(.exchange), .dispatched(.exchange):
+            phase = .answered
+            isExchange = true
+            return .submitResponse
+        default:
+            return .none
+        }
     }
 
     /// The call ends with `error` (a handler's failure, bad framing, the memory budget, a deadline): a
@@ -228,7 +258,7 @@ struct StreamState: Sendable {
     /// A streaming call's writer queued a message (the session appends it to the stream's output first).
     mutating func message() -> Action {
         switch phase {
-        case .dispatched(let kind) where kind != .unary:
+        case .dispatched(let kind) where kind == .serverStreaming || kind == .bidi:
             phase = .responding(kind, finished: false)
             return .submitHeaders
         case .responding(_, finished: false):
@@ -243,7 +273,7 @@ struct StreamState: Sendable {
     /// A streaming call's writer finished (nil: OK).
     mutating func finish(_ error: RPCError?) -> Action {
         switch phase {
-        case .dispatched(let kind) where kind != .unary:
+        case .dispatched(let kind) where kind == .serverStreaming || kind == .bidi:
             phase = .answered
             return .fail(error ?? RPCError(code: .ok, message: ""))
         case .responding(let kind, finished: false):
@@ -260,7 +290,7 @@ struct StreamState: Sendable {
     /// A streaming call's writer aborted: the end goes out now, not behind the queued messages.
     mutating func abort(_ error: RPCError) -> Action {
         switch phase {
-        case .dispatched(let kind) where kind != .unary:
+        case .dispatched(let kind) where kind == .serverStreaming || kind == .bidi:
             phase = .answered
             return .fail(error)
         case .responding(let kind, finished: false):
@@ -276,6 +306,7 @@ struct StreamState: Sendable {
 
     /// The DATA source took every queued byte (`tookBytes`: some this time).
     mutating func bodyDrained(tookBytes: Bool) -> BodyEnd {
+        if isExchange { return .end }
         if trailersSubmitted {
             deferred = true
             return .wait

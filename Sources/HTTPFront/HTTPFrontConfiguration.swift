@@ -23,12 +23,16 @@ public struct HTTPFrontConfiguration: Sendable {
     /// The request line and header fields together; more is answered 431 (or by libmicrohttpd's own error).
     public var maxHeaderBytes = 16 * 1024
     /// A request (headers and body) must arrive within this many seconds of the connection's start or of
-    /// the previous answer; a TLS handshake too. Slower peers are disconnected.
+    /// the previous answer. Slower peers are disconnected (HTTP/1.1) or answered 408 (HTTP/2); a connection
+    /// with no request open for this long is closed.
     public var requestTimeoutSeconds = 10
+    /// The TLS handshake and the first request bytes must arrive within this many seconds of the accept.
+    public var handshakeTimeoutSeconds = 5
     /// Connections open at once, TLS and HTTP/2 included; more are closed at accept.
     public var maxConnections = 1024
-    /// Serve h2c (prior knowledge) on the port and offer `h2` in ALPN.
-    public var http2 = true
+    /// Connections one peer address may hold at once (0: no limit); more are closed at accept, so that one
+    /// address cannot take every slot.
+    public var maxConnectionsPerAddress = 128
 
     /// The defaults above, on `listen`.
     public init(listen: String, tls: TLS? = nil) {

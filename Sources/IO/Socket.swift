@@ -87,6 +87,13 @@ package struct SocketAddress: Sendable {
         return family == AF_INET6 ? "[\(h)]:\(s)" : "\(h):\(s)"
     }
 
+    /// The address without its port (`127.0.0.1`, `::1`): the key of per-address connection limits.
+    package var hostText: String {
+        let full = text
+        if full.hasPrefix("["), let close = full.firstIndex(of: "]") { return String(full[full.index(after: full.startIndex)..<close]) }
+        return full.lastIndex(of: ":").map { String(full[..<$0]) } ?? full
+    }
+
     package var port: Int {
         var copy = storage
         return withUnsafePointer(to: &copy) { p in

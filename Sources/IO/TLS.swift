@@ -24,6 +24,7 @@ public final class TLSContext: @unchecked Sendable {
         serverProtocols = alpn.flatMap { [UInt8($0.utf8.count)] + Array($0.utf8) }
         alpnRequired = !alpn.contains("http/1.1")
         _ = copenssl_ctx_set_min_tls12(ctx)
+        TLSContext.restrictTLS12Suites(ctx)
         _ = copenssl_ctx_set_partial_write(ctx)
         guard SSL_CTX_use_certificate_chain_file(ctx, certificatePath) == 1 else {
             throw .tls("cannot load certificate \(certificatePath): \(TLSContext.lastError())")
@@ -77,6 +78,7 @@ public final class TLSContext: @unchecked Sendable {
         serverProtocols = []
         alpnRequired = true
         _ = copenssl_ctx_set_min_tls12(ctx)
+        TLSContext.restrictTLS12Suites(ctx)
         if insecure {
             SSL_CTX_set_verify(ctx, SSL_VERIFY_NONE, nil)
         } else {
@@ -101,6 +103,16 @@ public final class TLSContext: @unchecked Sendable {
     deinit { SSL_CTX_free(ctx) }
 
     /// The newest OpenSSL error as text, and the queue cleared.
+    /// The TLS 1.2 suites offered and accepted: forward secrecy (ECDHE) with an AEAD cipher (AES-GCM,
+    /// ChaCha20-Poly1305) only, so no static-RSA key exchange and no CBC/SHA-1 suite; ECDSA and RSA
+    /// certificates both work. TLS 1.3 keeps OpenSSL's defaults (all AEAD).
+    package static let tls12Suites = "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305"
+
+    private static func restrictTLS12Suites(_ ctx: OpaquePointer) {
+        let ok = SSL_CTX_set_cipher_list(ctx, tls12Suites)
+        precondition(ok == 1, "OpenSSL refused the TLS 1.2 suite list")
+    }
+
     package static func lastError() -> String {
         let code = ERR_get_error()
         ERR_clear_error()
@@ -156,7 +168,10 @@ package final class TLSSession {
         case SSL_ERROR_SYSCALL:
             ERR_clear_error()
             return rc == 0 ? .closed : .failed("syscall: \(String(cString: strerror(errno)))")
-        default: return .failed(TLSContext.lastError())
+        default:
+            let message = TLSContext.lastError()
+            ERR_clear_error()  // the thread's queue serves the loop's other sessions next
+            return .failed(message)
         }
     }
 
@@ -199,5 +214,11 @@ package final class TLSSession {
         return rc > 0 ? .done(Int(rc)) : classify(rc)
     }
 
-    package func shutdown() { _ = SSL_shutdown(ssl) }
+    /// Sends close_notify when the handshake is done. OpenSSL's error queue is per thread and a loop
+    /// serves many sessions: whatever this leaves there (a shutdown during the handshake) is cleared, or
+    /// the next session's SSL_get_error on this thread would read it as its own failure.
+    package func shutdown() {
+        if SSL_is_init_finished(ssl) == 1 { _ = SSL_shutdown(ssl) }
+        ERR_clear_error()
+    }
 }

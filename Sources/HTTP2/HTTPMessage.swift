@@ -58,7 +58,16 @@ public struct HTTPResponse: Sendable {
     }
 
     /// The server's own answers (limits, shutdown): a one-line text body.
-    static func plain(_ status: Int, _ text: String) -> HTTPResponse {
+    package static func plain(_ status: Int, _ text: String) -> HTTPResponse {
         HTTPResponse(status: status, text: text + "\n")
     }
+
+    /// A body over `maxBodyBytes`.
+    package static let tooLarge = HTTPResponse.plain(413, "request body too large")
+    /// Header fields over `maxHeaderBytes`.
+    package static let headersTooLarge = HTTPResponse.plain(431, "request header fields too large")
+    /// Stopping: the request was not answered in time.
+    package static let shuttingDown = HTTPResponse.plain(503, "shutting down")
+    /// The request did not arrive in time.
+    package static let requestTimeout = HTTPResponse.plain(408, "request timeout")
 }

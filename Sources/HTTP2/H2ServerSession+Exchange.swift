@@ -1,0 +1,113 @@
+import CNGHTTP2
+import RPC
+
+/// Plain HTTP exchanges on an HTTP/2 session: a request that is not a gRPC call, on a server with an
+/// `HTTPService` (the side ports), is one body in and one answer out, with the same limits as HTTP/1.1.
+extension H2ServerSession {
+    /// Judges an exchange's header block: limits and the service's precheck decide the answer now, which
+    /// goes out once the request has ended (its body is read and dropped meanwhile, within the request
+    /// timeout: a client still sending is not cut off mid-request); otherwise the body is read for the handler.
+    func exchangeVerdict(_ stream: ServerStream, _ http: HTTPService) -> StreamState.Verdict {
+        if stream.headerListTooLarge {
+            stream.response = .headersTooLarge
+        } else if draining {
+            stream.response = .shuttingDown
+        } else if let early = http.early(exchangeRequest(stream), headerBytes: stream.headerBytes) {
+            stream.response = early
+        }
+        stream.capDeadline = stream.startedAt &+ http.requestTimeoutNanoseconds
+        return .route(.exchange)
+    }
+
+    /// The request as the service sees it (the body is added at dispatch).
+    func exchangeRequest(_ stream: ServerStream) -> HTTPRequest {
+        var headers = stream.metadata
+        if !stream.contentType.isEmpty { headers.append(("content-type", stream.contentType)) }
+        let path = stream.path.firstIndex(of: "?").map { String(stream.path[..<$0]) } ?? stream.path
+        return HTTPRequest(method: stream.method, path: path, headers: headers, body: [], peer: peer, httpVersion: "HTTP/2")
+    }
+
+    /// A chunk of an exchange's body: kept within the service's limit (over it: 413 at once) and the
+    /// connection's buffer budget.
+    func exchangeData(_ stream: ServerStream, _ bytes: UnsafeRawBufferPointer) {
+        guard let http = shared.configuration.http, stream.response == nil else { return }  // answered already: dropped
+        if stream.requestBody.count + bytes.count > http.maxBodyBytes {
+            stream.response = .tooLarge
+            act(stream, stream.state.respond())
+            return
+        }
+        stream.requestBody.append(contentsOf: bytes)
+        account(stream, stream.requestBody.count)
+    }
+
+    /// The whole request goes to the service; its answer comes back on the host's thread.
+    func dispatchExchange(_ stream: ServerStream) {
+        guard let http = shared.configuration.http, stream.response == nil else {
+            act(stream, stream.state.respond())
+            return
+        }
+        var request = exchangeRequest(stream)
+        request.body = stream.requestBody
+        releaseBuffer(stream)
+        stream.state.handedOver()
+        let cap = shared.configuration.maxDeadlineNanoseconds
+        stream.capDeadline = cap > 0 ? host.now() &+ UInt64(cap) : 0
+        let id = stream.id
+        http.handler(request) { [self] response in
+            if self.host.inHost {
+                self.completeExchange(streamID: id, response)
+            } else {
+                self.host.execute { self.completeExchange(streamID: id, response) }
+            }
+        }
+    }
+
+    private func completeExchange(streamID: Int32, _ response: HTTPResponse) {
+        checkHost()
+        guard !closed, let stream = stream(streamID) else { return }
+        stream.response = response
+        act(stream, stream.state.succeed())
+    }
+
+    /// Submits the response the stream holds: status, content type and length, the extra fields, then the
+    /// body and END_STREAM (no body for HEAD).
+    func submitResponse(_ stream: ServerStream) {
+        guard let session, let response = stream.response else { return }
+        stream.response = nil
+        var fields: [(String, String)] = [
+            (":status", String(response.status)), ("content-type", response.contentType),
+            ("content-length", String(response.body.count)),
+        ]
+        for (name, value) in response.headers {
+            let lower = name.lowercased()
+            switch lower {
+            case "content-type", "content-length", "connection", "keep-alive", "transfer-encoding", "upgrade", "proxy-connection":
+                continue
+            default:
+                fields.append((lower, value))
+            }
+        }
+        let headers = HeaderList(fields)
+        if response.body.isEmpty || stream.method == "HEAD" {
+            nghttp2_submit_response(session, stream.id, headers.nva, headers.count, nil)
+            return
+        }
+        stream.body = response.body
+        stream.bodyOffset = 0
+        var provider = nghttp2_data_provider(source: nghttp2_data_source(ptr: nil), read_callback: readBodyCallback)
+        nghttp2_submit_response(session, stream.id, headers.nva, headers.count, &provider)
+    }
+}
+
+extension HTTPResponse {
+    /// The server's own answer to an exchange that ends with `error` (its body too large for the connection's
+    /// budget, its deadline, shutting down).
+    static func answering(_ error: RPCError, dispatched: Bool) -> HTTPResponse {
+        switch error.code {
+        case .deadlineExceeded: dispatched ? .plain(504, "the handler did not answer in time") : .requestTimeout
+        case .resourceExhausted: .tooLarge
+        case .unavailable: .shuttingDown
+        default: .plain(500, error.message)
+        }
+    }
+}
