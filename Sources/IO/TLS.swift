@@ -106,7 +106,10 @@ public final class TLSContext: @unchecked Sendable {
     /// The TLS 1.2 suites offered and accepted: forward secrecy (ECDHE) with an AEAD cipher (AES-GCM,
     /// ChaCha20-Poly1305) only, so no static-RSA key exchange and no CBC/SHA-1 suite; ECDSA and RSA
     /// certificates both work. TLS 1.3 keeps OpenSSL's defaults (all AEAD).
-    package static let tls12Suites = "ECDHE-ECDSA-AES128-GCM-SHA256:ECDHE-RSA-AES128-GCM-SHA256:ECDHE-ECDSA-AES256-GCM-SHA384:ECDHE-RSA-AES256-GCM-SHA384:ECDHE-ECDSA-CHACHA20-POLY1305:ECDHE-RSA-CHACHA20-POLY1305"
+    package static let tls12Suites = [
+        "ECDHE-ECDSA-AES128-GCM-SHA256", "ECDHE-RSA-AES128-GCM-SHA256", "ECDHE-ECDSA-AES256-GCM-SHA384",
+        "ECDHE-RSA-AES256-GCM-SHA384", "ECDHE-ECDSA-CHACHA20-POLY1305", "ECDHE-RSA-CHACHA20-POLY1305",
+    ].joined(separator: ":")
 
     private static func restrictTLS12Suites(_ ctx: OpaquePointer) {
         let ok = SSL_CTX_set_cipher_list(ctx, tls12Suites)
