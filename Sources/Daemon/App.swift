@@ -513,15 +513,16 @@ public final class App: Sendable {
                     wall,
                     anchorWall + Int64(anchorMono.duration(to: mono).components.seconds) * 1000
                         + anchorMono.duration(to: mono).components.attoseconds / 1_000_000_000_000_000)
-                let done = DispatchSemaphore(value: 0)
-                let moved = Mutex(0)
-                store.expire(createdBeforeMs: now - ttlMs, nowMs: now, limit: 1000) { result in
-                    if case .success(let n) = result { moved.withLock { $0 = n } }
-                    if case .failure(let e) = result { logger.log(.warning, "order expiry failed", [("error", .string(e.description))]) }
-                    done.signal()
+                let n = Blocking.wait { done in
+                    store.expire(createdBeforeMs: now - ttlMs, nowMs: now, limit: 1000) { result in
+                        switch result {
+                        case .success(let n): done(n)
+                        case .failure(let e):
+                            logger.log(.warning, "order expiry failed", [("error", .string(e.description))])
+                            done(0)
+                        }
+                    }
                 }
-                done.wait()
-                let n = moved.withLock { $0 }
                 if n > 0 { logger.log(.info, "orders expired", [("count", .int(n))]) }
                 if n == 1000 { continue }  // more are due
                 pauseUnlessStopped(period)
