@@ -52,7 +52,9 @@ let package = Package(
 
         .target(
             name: "Daemon",
-            dependencies: ["HTTP2", "HTTPFront", "IO", "RPC", "ProtoWire", "Billing", "BillingService", "Storage", "AppStore", "AppStoreAPI", "Crypto", "Metrics"],
+            dependencies: [
+                "HTTP2", "HTTPFront", "IO", "RPC", "ProtoWire", "Billing", "BillingService", "Storage", "AppStore", "AppStoreAPI", "Crypto", "Metrics",
+            ],
             exclude: ["README.md"], swiftSettings: strict),
 
         // Executables.
