@@ -38,7 +38,7 @@ public struct ServerConfiguration: Sendable {
     public var maxConnectionsPerAddress = 0
     /// A connection that has not completed its TLS handshake and sent its first request bytes (the HTTP/2
     /// preface, or an HTTP/1.x request line) within this long is closed.
-    public var handshakeTimeoutNanoseconds: Int64 = 10_000_000_000
+    public var handshakeTimeoutNanoseconds: Int64 = 5_000_000_000
 
     public init() {}
 }
