@@ -38,6 +38,7 @@ let package = Package(
         .target(name: "BillingAPI", dependencies: ["ProtoWire"], swiftSettings: safe),
         .target(name: "Billing", exclude: ["README.md"], swiftSettings: safe),
         .target(name: "AppStore", dependencies: ["Crypto", "ProtoWire"], exclude: ["README.md"], swiftSettings: strict),
+        .target(name: "AppStoreAPI", dependencies: ["AppStore", "Crypto", "ProtoWire"], exclude: ["README.md"], swiftSettings: strict),
         .target(
             name: "BillingService", dependencies: ["Billing", "BillingAPI", "RPC", "ProtoWire", "AppStore", "AppStoreAPI", "Crypto"], exclude: ["README.md"],
             swiftSettings: strict),
@@ -46,14 +47,15 @@ let package = Package(
         .target(name: "Crypto", dependencies: ["COpenSSL"], exclude: ["README.md"], swiftSettings: strict),
         .target(name: "IO", dependencies: ["COpenSSL", "CSystem"], exclude: ["README.md"], swiftSettings: hotPath),
         .target(name: "HTTP2", dependencies: ["IO", "CNGHTTP2", "CMicroHTTPD", "CSystem", "RPC", "ProtoWire"], exclude: ["README.md"], swiftSettings: hotPath),
-        .target(name: "AppStoreAPI", dependencies: ["AppStore", "Crypto", "HTTP2", "ProtoWire"], exclude: ["README.md"], swiftSettings: strict),
+        .target(name: "AppStoreHTTP", dependencies: ["AppStoreAPI", "AppStore", "HTTP2", "IO"], exclude: ["README.md"], swiftSettings: strict),
         .target(name: "HTTPFront", dependencies: ["HTTP2", "IO", "RPC"], exclude: ["README.md"], swiftSettings: strict),
         .target(name: "Storage", dependencies: ["CSQLite", "CLibPQ", "Billing", "Crypto"], exclude: ["README.md"], swiftSettings: strict),
 
         .target(
             name: "Daemon",
             dependencies: [
-                "HTTP2", "HTTPFront", "IO", "RPC", "ProtoWire", "Billing", "BillingService", "Storage", "AppStore", "AppStoreAPI", "Crypto", "Metrics",
+                "HTTP2", "HTTPFront", "IO", "RPC", "ProtoWire", "Billing", "BillingService", "Storage", "AppStore", "AppStoreAPI", "AppStoreHTTP", "Crypto",
+                "Metrics",
             ],
             exclude: ["README.md"], swiftSettings: strict),
 
@@ -64,7 +66,7 @@ let package = Package(
             swiftSettings: strict),
         .executableTarget(
             name: "billingctl",
-            dependencies: ["HTTP2", "RPC", "BillingAPI", "ProtoWire", "AppStore", "AppStoreAPI", "Crypto"],
+            dependencies: ["HTTP2", "RPC", "BillingAPI", "ProtoWire", "AppStore", "AppStoreAPI", "AppStoreHTTP", "Crypto"],
             swiftSettings: strict),
 
         .target(name: "TestSupport", path: "Tests/TestSupport", swiftSettings: strict),
@@ -83,7 +85,7 @@ let package = Package(
             swiftSettings: strict),
         .testTarget(
             name: "StorageTests", dependencies: ["TestSupport", "Storage", "Billing", "Crypto"], exclude: ["Upgrade"], swiftSettings: strict),
-        .testTarget(name: "AppStoreAPITests", dependencies: ["AppStoreAPI", "Crypto"], swiftSettings: strict),
+        .testTarget(name: "AppStoreAPITests", dependencies: ["AppStoreAPI", "AppStoreHTTP", "Crypto"], swiftSettings: strict),
         .testTarget(name: "HTTPFrontTests", dependencies: ["TestSupport", "HTTPFront", "HTTP2"], swiftSettings: strict),
         .testTarget(
             name: "ServerTests",

@@ -63,13 +63,13 @@ public final class APIToken: Sendable {
     }
 }
 
-/// JSON text for request bodies and tokens.
-enum JSONText {
+/// JSON text for request bodies and tokens (AppStoreHTTP writes its request bodies with it too).
+package enum JSONText {
     /// `s` as a JSON string literal (`JSONString.quote`).
-    static func quote(_ s: String) -> String { JSONString.quote(s) }
+    package static func quote(_ s: String) -> String { JSONString.quote(s) }
 
     /// An object from already-encoded values; nil values are left out.
-    static func object(_ fields: [(String, String?)]) -> String {
+    package static func object(_ fields: [(String, String?)]) -> String {
         "{" + fields.compactMap { k, v in v.map { quote(k) + ":" + $0 } }.joined(separator: ",") + "}"
     }
 }

@@ -34,7 +34,7 @@ public final class InMemoryAppStoreAPI: AppStoreServerAPI {
         var appTransactions: [AppStoreAPIEnvironment: [String: String]] = [:]
         var notifications: [AppStoreAPIEnvironment: [(signedMs: Int64, jws: String)]] = [:]
         var orders: [AppStoreAPIEnvironment: [String: [String]]] = [:]
-        var massExtensions: [AppStoreAPIEnvironment: [String: AppStoreAPIClient.MassExtensionStatus]] = [:]
+        var massExtensions: [AppStoreAPIEnvironment: [String: AppStoreAPIModel.MassExtensionStatus]] = [:]
         var extensionsPerOriginal: [String: Int] = [:]
         var appAccountTokens: [String: String] = [:]
         var failures: [String: [AppStoreAPIError]] = [:]
@@ -109,7 +109,7 @@ public final class InMemoryAppStoreAPI: AppStoreServerAPI {
 
     public func transactionHistory(
         _ transactionID: String, revision: String?, in environment: AppStoreAPIEnvironment
-    ) throws(AppStoreAPIError) -> AppStoreAPIClient.HistoryPage {
+    ) throws(AppStoreAPIError) -> AppStoreAPIModel.HistoryPage {
         try begin("transaction_history", environment, transactionID)
         let customer = try entry(transactionID, environment, originals: true).customer
         let rows = state.withLock { s in (s.transactions[environment] ?? [:]).values.filter { $0.customer == customer }.sorted { $0.seq < $1.seq } }
@@ -118,7 +118,7 @@ public final class InMemoryAppStoreAPI: AppStoreServerAPI {
 
     public func subscriptionStatuses(
         _ transactionID: String, in environment: AppStoreAPIEnvironment
-    ) throws(AppStoreAPIError) -> [AppStoreAPIClient.SubscriptionStatus] {
+    ) throws(AppStoreAPIError) -> [AppStoreAPIModel.SubscriptionStatus] {
         try begin("subscription_statuses", environment, transactionID)
         let customer = try entry(transactionID, environment, originals: true).customer
         let now = nowMs()
@@ -128,7 +128,7 @@ public final class InMemoryAppStoreAPI: AppStoreServerAPI {
             latest[e.originalTransactionID] = e
         }
         return latest.values.sorted { $0.seq < $1.seq }.map { e in
-            AppStoreAPIClient.SubscriptionStatus(
+            AppStoreAPIModel.SubscriptionStatus(
                 groupID: "", status: e.revocationMs > 0 ? 5 : (e.expiresMs > now ? 1 : 2), originalTransactionID: e.originalTransactionID,
                 signedTransactionInfo: e.jws, signedRenewalInfo: "")
         }
@@ -136,23 +136,23 @@ public final class InMemoryAppStoreAPI: AppStoreServerAPI {
 
     public func notificationHistory(
         startMs: Int64, endMs: Int64, paginationToken: String?, in environment: AppStoreAPIEnvironment
-    ) throws(AppStoreAPIError) -> AppStoreAPIClient.NotificationPage {
+    ) throws(AppStoreAPIError) -> AppStoreAPIModel.NotificationPage {
         try begin("notification_history", environment, "", "\(startMs)-\(endMs)")
         let rows = state.withLock { s in (s.notifications[environment] ?? []).filter { $0.signedMs >= startMs && $0.signedMs < endMs } }
             .sorted { $0.signedMs < $1.signedMs }.map(\.jws)
         let p = try page(rows, paginationToken)
-        return AppStoreAPIClient.NotificationPage(signedPayloads: p.signedTransactions, paginationToken: p.hasMore ? p.revision : nil, hasMore: p.hasMore)
+        return AppStoreAPIModel.NotificationPage(signedPayloads: p.signedTransactions, paginationToken: p.hasMore ? p.revision : nil, hasMore: p.hasMore)
     }
 
     public func sendConsumption(
-        _ transactionID: String, _ information: AppStoreAPIClient.ConsumptionInformation, in environment: AppStoreAPIEnvironment
+        _ transactionID: String, _ information: AppStoreAPIModel.ConsumptionInformation, in environment: AppStoreAPIEnvironment
     ) throws(AppStoreAPIError) {
         try begin("send_consumption", environment, transactionID, information.deliveryStatus)
         _ = try entry(transactionID, environment)
     }
 
     public func sendConsumptionV1(
-        _ transactionID: String, _ information: AppStoreAPIClient.ConsumptionInformation, appAccountToken: String,
+        _ transactionID: String, _ information: AppStoreAPIModel.ConsumptionInformation, appAccountToken: String,
         in environment: AppStoreAPIEnvironment
     ) throws(AppStoreAPIError) {
         try begin("send_consumption_v1", environment, transactionID, information.deliveryStatus)
@@ -179,8 +179,8 @@ public final class InMemoryAppStoreAPI: AppStoreServerAPI {
     }
 
     public func extendRenewalDate(
-        _ originalTransactionID: String, _ request: AppStoreAPIClient.RenewalExtension, in environment: AppStoreAPIEnvironment
-    ) throws(AppStoreAPIError) -> AppStoreAPIClient.RenewalExtensionResult {
+        _ originalTransactionID: String, _ request: AppStoreAPIModel.RenewalExtension, in environment: AppStoreAPIEnvironment
+    ) throws(AppStoreAPIError) -> AppStoreAPIModel.RenewalExtensionResult {
         try begin(
             "extend_renewal_date", environment, originalTransactionID,
             "\(request.extendByDays) \(request.reasonCode) \(request.requestIdentifier)")
@@ -198,13 +198,13 @@ public final class InMemoryAppStoreAPI: AppStoreServerAPI {
             return s.extensionsPerOriginal[originalTransactionID]!
         }
         if count > 2 { throw .rejected(status: 403, code: 4_030_005, message: "Subscription max extension.") }
-        return AppStoreAPIClient.RenewalExtensionResult(
+        return AppStoreAPIModel.RenewalExtensionResult(
             originalTransactionID: originalTransactionID, webOrderLineItemID: "wol-" + latest.transactionID, success: true,
             effectiveDateMs: latest.expiresMs + Int64(request.extendByDays) * 86_400_000)
     }
 
     public func extendRenewalDatesForAll(
-        productID: String, _ request: AppStoreAPIClient.RenewalExtension, storefrontCountryCodes: [String],
+        productID: String, _ request: AppStoreAPIModel.RenewalExtension, storefrontCountryCodes: [String],
         in environment: AppStoreAPIEnvironment
     ) throws(AppStoreAPIError) -> String {
         try begin(
@@ -221,7 +221,7 @@ public final class InMemoryAppStoreAPI: AppStoreServerAPI {
             let active = Set(
                 (s.transactions[environment] ?? [:]).values.filter { $0.productID == productID && $0.revocationMs == 0 && $0.expiresMs > now }
                     .map(\.originalTransactionID))
-            s.massExtensions[environment, default: [:]][productID + "/" + request.requestIdentifier] = AppStoreAPIClient.MassExtensionStatus(
+            s.massExtensions[environment, default: [:]][productID + "/" + request.requestIdentifier] = AppStoreAPIModel.MassExtensionStatus(
                 requestIdentifier: request.requestIdentifier, complete: true, completeDateMs: now, succeededCount: Int64(active.count),
                 failedCount: 0)
         }
@@ -230,7 +230,7 @@ public final class InMemoryAppStoreAPI: AppStoreServerAPI {
 
     public func extensionStatus(
         productID: String, requestIdentifier: String, in environment: AppStoreAPIEnvironment
-    ) throws(AppStoreAPIError) -> AppStoreAPIClient.MassExtensionStatus {
+    ) throws(AppStoreAPIError) -> AppStoreAPIModel.MassExtensionStatus {
         try begin("extension_status", environment, productID, requestIdentifier)
         guard Self.isUUID(requestIdentifier) else { throw Self.badRequest(4_000_011, "Invalid request identifier.") }
         guard let status = state.withLock({ $0.massExtensions[environment]?[productID + "/" + requestIdentifier] }) else {
@@ -256,7 +256,7 @@ public final class InMemoryAppStoreAPI: AppStoreServerAPI {
 
     public func refundHistory(
         _ transactionID: String, revision: String?, in environment: AppStoreAPIEnvironment
-    ) throws(AppStoreAPIError) -> AppStoreAPIClient.HistoryPage {
+    ) throws(AppStoreAPIError) -> AppStoreAPIModel.HistoryPage {
         try begin("refund_history", environment, transactionID)
         let customer = try entry(transactionID, environment, originals: true).customer
         let rows = state.withLock { s in
@@ -301,17 +301,17 @@ public final class InMemoryAppStoreAPI: AppStoreServerAPI {
     }
 
     /// A page of `rows` after the revision (the count already answered, as text).
-    private func page(_ rows: [String], _ revision: String?) throws(AppStoreAPIError) -> AppStoreAPIClient.HistoryPage {
+    private func page(_ rows: [String], _ revision: String?) throws(AppStoreAPIError) -> AppStoreAPIModel.HistoryPage {
         var start = 0
         if let revision {
             guard let n = Int(revision), n >= 0 else { throw Self.badRequest(4_000_005, "Invalid request revision.") }
             start = min(n, rows.count)
         }
         let end = min(rows.count, start + pageSize)
-        return AppStoreAPIClient.HistoryPage(signedTransactions: Array(rows[start..<end]), revision: String(end), hasMore: end < rows.count)
+        return AppStoreAPIModel.HistoryPage(signedTransactions: Array(rows[start..<end]), revision: String(end), hasMore: end < rows.count)
     }
 
-    private static func check(_ r: AppStoreAPIClient.RenewalExtension) throws(AppStoreAPIError) {
+    private static func check(_ r: AppStoreAPIModel.RenewalExtension) throws(AppStoreAPIError) {
         guard (1...90).contains(r.extendByDays) else { throw badRequest(4_000_009, "Invalid extend by days value.") }
         guard (0...3).contains(r.reasonCode) else { throw badRequest(4_000_010, "Invalid extend reason code.") }
         guard !r.requestIdentifier.isEmpty, r.requestIdentifier.utf8.count <= 128 else {

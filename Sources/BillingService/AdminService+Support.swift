@@ -49,13 +49,13 @@ extension AdminService {
         return id
     }
 
-    static func renewalExtension(days: Int32, reason: Int32, requestIdentifier: String) throws(BillingError) -> AppStoreAPIClient.RenewalExtension {
+    static func renewalExtension(days: Int32, reason: Int32, requestIdentifier: String) throws(BillingError) -> AppStoreAPIModel.RenewalExtension {
         guard (1...90).contains(days) else { throw .invalidField(field: "extend_by_days", problem: "must be 1 to 90") }
         guard (0...3).contains(reason) else {
             throw .invalidField(
                 field: "extend_reason_code", problem: "must be 0 (undeclared), 1 (customer satisfaction), 2 (other) or 3 (service issue or outage)")
         }
-        return AppStoreAPIClient.RenewalExtension(
+        return AppStoreAPIModel.RenewalExtension(
             extendByDays: Int(days), reasonCode: Int(reason), requestIdentifier: try Self.requestIdentifier(requestIdentifier))
     }
 
@@ -116,7 +116,7 @@ extension AdminService {
             throw .invalidField(field: "request_identifier", problem: "is not a UUID (the one ExtendRenewalDatesForAll answered)")
         }
         let env = try Self.environment(request.environment, field: "environment")
-        let status: AppStoreAPIClient.MassExtensionStatus
+        let status: AppStoreAPIModel.MassExtensionStatus
         do {
             status = try link.client.extensionStatus(productID: request.productID, requestIdentifier: id, in: env)
         } catch .notFound(let code, _) where !Self.isRetryable(notFound: code) {

@@ -59,7 +59,7 @@ public final class ConsumptionResponder: Sendable {
                 delivery = "DELIVERED"
                 token = orderID
             }
-            let info = AppStoreAPIClient.ConsumptionInformation(customerConsented: true, sampleContentProvided: false, deliveryStatus: delivery)
+            let info = AppStoreAPIModel.ConsumptionInformation(customerConsented: true, sampleContentProvided: false, deliveryStatus: delivery)
             do throws(AppStoreAPIError) {
                 do throws(AppStoreAPIError) {
                     try client.sendConsumption(transactionID, info, in: env)

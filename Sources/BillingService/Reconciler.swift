@@ -200,7 +200,7 @@ public final class Reconciler: Sendable {
         var seen = Set<String>()
         var newestApplied = start
         for _ in 0..<Self.maxPages {
-            let page: AppStoreAPIClient.NotificationPage
+            let page: AppStoreAPIModel.NotificationPage
             do {
                 page = try link.client.notificationHistory(startMs: start, endMs: end, paginationToken: token, in: env)
             } catch {

@@ -1,6 +1,7 @@
 import IO
 import AppStore
 import AppStoreAPI
+import AppStoreHTTP
 public import Billing
 public import BillingService
 import Crypto

@@ -1,4 +1,5 @@
 import AppStoreAPI
+import AppStoreHTTP
 import BillingAPI
 import Crypto
 import Foundation

@@ -1,80 +1,26 @@
 import AppStore
+public import AppStoreAPI
 
 // The support endpoints: renewal-date extensions (one subscription, or every active subscriber of a product with
 // the status of that request), Set App Account Token, Get Refund History and Get App Transaction Info. Paths,
 // fields and types as Apple documents them (and as Apple's App Store Server Library sends and reads them).
 
 extension AppStoreAPIClient {
-    /// ExtendRenewalDateRequest, and the common part of MassExtendRenewalDateRequest.
-    public struct RenewalExtension: Sendable, Equatable {
-        /// 1...90.
-        public var extendByDays: Int
-        /// extendReasonCode: 0 undeclared, 1 customer satisfaction, 2 other, 3 service issue or outage.
-        public var reasonCode: Int
-        /// Tracks the request (a UUID; Apple requires one for mass extensions).
-        public var requestIdentifier: String
-
-        public init(extendByDays: Int, reasonCode: Int, requestIdentifier: String) {
-            self.extendByDays = extendByDays
-            self.reasonCode = reasonCode
-            self.requestIdentifier = requestIdentifier
-        }
-
-        var fields: [(String, String?)] {
-            [
-                ("extendByDays", String(extendByDays)), ("extendReasonCode", String(reasonCode)),
-                ("requestIdentifier", JSONText.quote(requestIdentifier)),
-            ]
-        }
-    }
-
-    /// ExtendRenewalDateResponse.
-    public struct RenewalExtensionResult: Sendable, Equatable {
-        public var originalTransactionID: String
-        public var webOrderLineItemID: String
-        public var success: Bool
-        /// effectiveDate: the subscription's new expiry (ms since 1970); 0 when Apple sent none.
-        public var effectiveDateMs: Int64
-
-        public init(originalTransactionID: String, webOrderLineItemID: String, success: Bool, effectiveDateMs: Int64) {
-            self.originalTransactionID = originalTransactionID
-            self.webOrderLineItemID = webOrderLineItemID
-            self.success = success
-            self.effectiveDateMs = effectiveDateMs
-        }
-    }
-
-    /// MassExtendRenewalDateStatusResponse.
-    public struct MassExtensionStatus: Sendable, Equatable {
-        public var requestIdentifier: String
-        public var complete: Bool
-        /// completeDate (ms); 0 while not complete.
-        public var completeDateMs: Int64
-        public var succeededCount: Int64
-        public var failedCount: Int64
-
-        public init(requestIdentifier: String, complete: Bool, completeDateMs: Int64, succeededCount: Int64, failedCount: Int64) {
-            self.requestIdentifier = requestIdentifier
-            self.complete = complete
-            self.completeDateMs = completeDateMs
-            self.succeededCount = succeededCount
-            self.failedCount = failedCount
-        }
-    }
-
+    /// Extend a Subscription Renewal Date.
     public func extendRenewalDate(
-        _ originalTransactionID: String, _ request: RenewalExtension, in environment: AppStoreAPIEnvironment
-    ) throws(AppStoreAPIError) -> RenewalExtensionResult {
+        _ originalTransactionID: String, _ request: AppStoreAPIModel.RenewalExtension, in environment: AppStoreAPIEnvironment
+    ) throws(AppStoreAPIError) -> AppStoreAPIModel.RenewalExtensionResult {
         let json = try call(
             "extend_renewal_date", environment, "PUT", "/inApps/v1/subscriptions/extend/" + Self.segment(originalTransactionID),
             body: Array(JSONText.object(request.fields).utf8))
-        return RenewalExtensionResult(
+        return AppStoreAPIModel.RenewalExtensionResult(
             originalTransactionID: Self.text(json, "originalTransactionId"), webOrderLineItemID: Self.text(json, "webOrderLineItemId"),
             success: Self.bool(json, "success"), effectiveDateMs: Self.integer(json, "effectiveDate"))
     }
 
+    /// Extend Subscription Renewal Dates for All Active Subscribers: the request identifier Apple echoes.
     public func extendRenewalDatesForAll(
-        productID: String, _ request: RenewalExtension, storefrontCountryCodes: [String], in environment: AppStoreAPIEnvironment
+        productID: String, _ request: AppStoreAPIModel.RenewalExtension, storefrontCountryCodes: [String], in environment: AppStoreAPIEnvironment
     ) throws(AppStoreAPIError) -> String {
         var fields = request.fields + [("productId", JSONText.quote(productID))]
         // An empty list is an error to Apple (4000027): every storefront is the field left out.
@@ -86,18 +32,20 @@ extension AppStoreAPIClient {
         return try Self.string(json, "requestIdentifier")
     }
 
+    /// Get Status of Subscription Renewal Date Extensions.
     public func extensionStatus(
         productID: String, requestIdentifier: String, in environment: AppStoreAPIEnvironment
-    ) throws(AppStoreAPIError) -> MassExtensionStatus {
+    ) throws(AppStoreAPIError) -> AppStoreAPIModel.MassExtensionStatus {
         let json = try call(
             "extension_status", environment, "GET",
             "/inApps/v1/subscriptions/extend/mass/" + Self.segment(productID) + "/" + Self.segment(requestIdentifier))
-        return MassExtensionStatus(
+        return AppStoreAPIModel.MassExtensionStatus(
             requestIdentifier: Self.text(json, "requestIdentifier"), complete: Self.bool(json, "complete"),
             completeDateMs: Self.integer(json, "completeDate"), succeededCount: Self.integer(json, "succeededCount"),
             failedCount: Self.integer(json, "failedCount"))
     }
 
+    /// Set App Account Token.
     public func setAppAccountToken(
         _ originalTransactionID: String, appAccountToken: String, in environment: AppStoreAPIEnvironment
     ) throws(AppStoreAPIError) {
@@ -107,17 +55,19 @@ extension AppStoreAPIClient {
             body: Array(body.utf8), expectJSON: false)
     }
 
+    /// One page of Get Refund History.
     public func refundHistory(
         _ transactionID: String, revision: String?, in environment: AppStoreAPIEnvironment
-    ) throws(AppStoreAPIError) -> HistoryPage {
+    ) throws(AppStoreAPIError) -> AppStoreAPIModel.HistoryPage {
         let json = try call(
             "refund_history", environment, "GET", "/inApps/v2/refund/lookup/" + Self.segment(transactionID),
             query: revision.map { [("revision", $0)] } ?? [])
-        return HistoryPage(
+        return AppStoreAPIModel.HistoryPage(
             signedTransactions: try Self.strings(json, "signedTransactions"), revision: Self.text(json, "revision"),
             hasMore: Self.bool(json, "hasMore"))
     }
 
+    /// Get App Transaction Info: the signed app transaction (JWS).
     public func appTransactionInfo(_ transactionID: String, in environment: AppStoreAPIEnvironment) throws(AppStoreAPIError) -> String {
         let json = try call(
             "app_transaction_info", environment, "GET", "/inApps/v1/transactions/appTransactions/" + Self.segment(transactionID))
@@ -134,5 +84,15 @@ extension AppStoreAPIClient {
     static func integer(_ json: JSONValue, _ key: String) -> Int64 {
         if case .object(let o) = json, case .integer(let n)? = o[key] { return n }
         return 0
+    }
+}
+
+extension AppStoreAPIModel.RenewalExtension {
+    /// ExtendRenewalDateRequest's fields, the common part of MassExtendRenewalDateRequest's.
+    var fields: [(String, String?)] {
+        [
+            ("extendByDays", String(extendByDays)), ("extendReasonCode", String(reasonCode)),
+            ("requestIdentifier", JSONText.quote(requestIdentifier)),
+        ]
     }
 }

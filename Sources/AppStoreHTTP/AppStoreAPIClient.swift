@@ -1,71 +1,9 @@
-import IO
+public import AppStoreAPI
 import AppStore
-import Crypto
 import Dispatch
 import Glibc
 import HTTP2
-import Synchronization
-
-/// The two App Store Server API environments.
-public enum AppStoreAPIEnvironment: String, Sendable, CaseIterable {
-    case production = "Production"
-    case sandbox = "Sandbox"
-}
-
-/// Where and how billingd calls the App Store Server API.
-public struct AppStoreAPIConfiguration: Sendable {
-    public var credentials: APIToken.Credentials
-    public var productionURL = "https://api.storekit.itunes.apple.com"
-    public var sandboxURL = "https://api.storekit-sandbox.itunes.apple.com"
-    /// CA bundle (PEM) to trust instead of the system's.
-    public var caPath: String?
-    /// One attempt's limit (connect, TLS, request and answer).
-    public var attemptTimeoutSeconds = 10
-    /// Attempts per call: 429, 5xx and transport failures are tried again, up to this many times in all.
-    public var maxAttempts = 4
-    /// The longest wait between attempts, whatever Retry-After says.
-    public var maxBackoffSeconds = 8
-    /// Calls in flight at once (one connection each); more wait up to one attempt's timeout, then fail.
-    public var maxInFlight = 8
-
-    public init(credentials: APIToken.Credentials) { self.credentials = credentials }
-
-    public func url(_ environment: AppStoreAPIEnvironment) -> String {
-        environment == .production ? productionURL : sandboxURL
-    }
-}
-
-/// Why a call to the App Store Server API gave no usable answer.
-public enum AppStoreAPIError: Error, Sendable, CustomStringConvertible {
-    /// Not reachable, too slow, 5xx or rate-limited after every attempt: APPSTORE_API_UNAVAILABLE.
-    case unavailable(String)
-    /// 404 with Apple's error code (4040010 transaction id not found, ...).
-    case notFound(code: Int64, message: String)
-    /// Another 4xx (401: the key id, issuer id, key or bundle id is wrong).
-    case rejected(status: Int, code: Int64, message: String)
-    /// A 2xx whose JSON is not what Apple documents.
-    case malformedAnswer(String)
-    /// More than billingd takes in one call (a history of thousands of transactions).
-    case tooLarge(String)
-
-    public var description: String {
-        switch self {
-        case .unavailable(let m): "App Store Server API unavailable: \(m)"
-        case .notFound(let code, let m): "App Store Server API: not found (\(code)) \(m)"
-        case .rejected(let status, let code, let m): "App Store Server API refused the call: HTTP \(status) (\(code)) \(m)"
-        case .malformedAnswer(let m): "App Store Server API answer not understood: \(m)"
-        case .tooLarge(let m): "App Store Server API answer too large: \(m)"
-        }
-    }
-}
-
-/// Observes every attempt (for metrics and logs): endpoint name, environment, HTTP status (0: no answer),
-/// seconds taken.
-public typealias AppStoreAPIObserver =
-    @Sendable (
-        _ endpoint: String, _ environment: AppStoreAPIEnvironment, _ status: Int,
-        _ seconds: Double
-    ) -> Void
+import IO
 
 /// The App Store Server API client: HTTP/2 over TLS on nghttp2 and OpenSSL (the server's certificate and
 /// host name verified), ES256 bearer tokens, retries of 429 and 5xx with Retry-After or bounded backoff, a
@@ -114,58 +52,28 @@ public final class AppStoreAPIClient: AppStoreServerAPI {
     }
 
     /// One page of Get Transaction History (v2), oldest first.
-    /// Also the shape of a Get Refund History page.
-    public struct HistoryPage: Sendable {
-        public var signedTransactions: [String]
-        public var revision: String
-        public var hasMore: Bool
-
-        public init(signedTransactions: [String], revision: String, hasMore: Bool) {
-            self.signedTransactions = signedTransactions
-            self.revision = revision
-            self.hasMore = hasMore
-        }
-    }
-
     public func transactionHistory(
         _ transactionID: String, revision: String?, in environment: AppStoreAPIEnvironment
     )
-        throws(AppStoreAPIError) -> HistoryPage
+        throws(AppStoreAPIError) -> AppStoreAPIModel.HistoryPage
     {
         var query = [("sort", "ASCENDING")]
         if let revision { query.append(("revision", revision)) }
         let json = try call("transaction_history", environment, "GET", "/inApps/v2/history/" + Self.segment(transactionID), query: query)
-        return HistoryPage(
+        return AppStoreAPIModel.HistoryPage(
             signedTransactions: try Self.strings(json, "signedTransactions"),
             revision: (try? Self.string(json, "revision")) ?? "", hasMore: Self.bool(json, "hasMore"))
     }
 
-    /// Get All Subscription Statuses: per subscription group, the last transactions with their status
-    /// (1 active, 2 expired, 3 billing retry, 4 grace period, 5 revoked) and signed items.
-    public struct SubscriptionStatus: Sendable {
-        public var groupID: String
-        public var status: Int64
-        public var originalTransactionID: String
-        public var signedTransactionInfo: String
-        public var signedRenewalInfo: String
-
-        public init(groupID: String, status: Int64, originalTransactionID: String, signedTransactionInfo: String, signedRenewalInfo: String) {
-            self.groupID = groupID
-            self.status = status
-            self.originalTransactionID = originalTransactionID
-            self.signedTransactionInfo = signedTransactionInfo
-            self.signedRenewalInfo = signedRenewalInfo
-        }
-    }
-
+    /// Get All Subscription Statuses: per subscription group, the last transactions with their status.
     public func subscriptionStatuses(
         _ transactionID: String, in environment: AppStoreAPIEnvironment
     )
-        throws(AppStoreAPIError) -> [SubscriptionStatus]
+        throws(AppStoreAPIError) -> [AppStoreAPIModel.SubscriptionStatus]
     {
         let json = try call("subscription_statuses", environment, "GET", "/inApps/v1/subscriptions/" + Self.segment(transactionID))
         guard case .object(let top) = json, case .array(let groups)? = top["data"] else { return [] }
-        var out: [SubscriptionStatus] = []
+        var out: [AppStoreAPIModel.SubscriptionStatus] = []
         for case .object(let group) in groups {
             let groupID = group["subscriptionGroupIdentifier"].flatMap { if case .string(let s) = $0 { s } else { nil } } ?? ""
             guard case .array(let last)? = group["lastTransactions"] else { continue }
@@ -174,7 +82,7 @@ public final class AppStoreAPIClient: AppStoreServerAPI {
                 var status: Int64 = 0
                 if case .integer(let n)? = item["status"] { status = n }
                 out.append(
-                    SubscriptionStatus(
+                    AppStoreAPIModel.SubscriptionStatus(
                         groupID: groupID, status: status, originalTransactionID: text("originalTransactionId"),
                         signedTransactionInfo: text("signedTransactionInfo"),
                         signedRenewalInfo: text("signedRenewalInfo")))
@@ -184,23 +92,11 @@ public final class AppStoreAPIClient: AppStoreServerAPI {
     }
 
     /// One page of Get Notification History: the signed payloads (oldest first) and the next page's token.
-    public struct NotificationPage: Sendable {
-        public var signedPayloads: [String]
-        public var paginationToken: String?
-        public var hasMore: Bool
-
-        public init(signedPayloads: [String], paginationToken: String?, hasMore: Bool) {
-            self.signedPayloads = signedPayloads
-            self.paginationToken = paginationToken
-            self.hasMore = hasMore
-        }
-    }
-
     /// `startMs` / `endMs`: the range of the notifications' first send attempts (Apple keeps 180 days).
     public func notificationHistory(
         startMs: Int64, endMs: Int64, paginationToken: String?, in environment: AppStoreAPIEnvironment
     )
-        throws(AppStoreAPIError) -> NotificationPage
+        throws(AppStoreAPIError) -> AppStoreAPIModel.NotificationPage
     {
         let body = JSONText.object([("startDate", String(startMs)), ("endDate", String(endMs))])
         let json = try call(
@@ -213,43 +109,13 @@ public final class AppStoreAPIClient: AppStoreServerAPI {
             }
         }
         let next = try? Self.string(json, "paginationToken")
-        return NotificationPage(signedPayloads: payloads, paginationToken: next?.isEmpty == false ? next : nil, hasMore: Self.bool(json, "hasMore"))
+        return AppStoreAPIModel.NotificationPage(
+            signedPayloads: payloads, paginationToken: next?.isEmpty == false ? next : nil, hasMore: Self.bool(json, "hasMore"))
     }
 
-    /// What Send Consumption Information (v2) tells Apple about a consumable whose refund was requested.
-    public struct ConsumptionInformation: Sendable {
-        /// Only true when the customer agreed to share this data; Apple ignores the rest otherwise.
-        public var customerConsented: Bool
-        public var sampleContentProvided: Bool
-        /// `DELIVERED`, `UNDELIVERED_QUALITY_ISSUE`, `UNDELIVERED_WRONG_ITEM`, `UNDELIVERED_SERVER_OUTAGE`, `UNDELIVERED_OTHER`.
-        public var deliveryStatus: String
-        /// 0...100000 (thousandths of a percent), when known.
-        public var consumptionPercentage: Int?
-        /// `DECLINE`, `GRANT_FULL`, `GRANT_PRORATED`, `NO_PREFERENCE`, when there is one.
-        public var refundPreference: String?
-
-        public init(
-            customerConsented: Bool, sampleContentProvided: Bool, deliveryStatus: String,
-            consumptionPercentage: Int? = nil, refundPreference: String? = nil
-        ) {
-            self.customerConsented = customerConsented
-            self.sampleContentProvided = sampleContentProvided
-            self.deliveryStatus = deliveryStatus
-            self.consumptionPercentage = consumptionPercentage
-            self.refundPreference = refundPreference
-        }
-
-        var json: String {
-            JSONText.object([
-                ("customerConsented", String(customerConsented)), ("sampleContentProvided", String(sampleContentProvided)),
-                ("deliveryStatus", JSONText.quote(deliveryStatus)), ("consumptionPercentage", consumptionPercentage.map(String.init)),
-                ("refundPreference", refundPreference.map(JSONText.quote)),
-            ])
-        }
-    }
-
+    /// Send Consumption Information (v2).
     public func sendConsumption(
-        _ transactionID: String, _ information: ConsumptionInformation, in environment: AppStoreAPIEnvironment
+        _ transactionID: String, _ information: AppStoreAPIModel.ConsumptionInformation, in environment: AppStoreAPIEnvironment
     )
         throws(AppStoreAPIError)
     {
@@ -262,7 +128,7 @@ public final class AppStoreAPIClient: AppStoreServerAPI {
     /// that does not know v2: the same facts, every field v1 requires, "undeclared" (0) where billingd knows
     /// nothing. `deliveryStatus` 0 means delivered and working.
     public func sendConsumptionV1(
-        _ transactionID: String, _ information: ConsumptionInformation, appAccountToken: String,
+        _ transactionID: String, _ information: AppStoreAPIModel.ConsumptionInformation, appAccountToken: String,
         in environment: AppStoreAPIEnvironment
     ) throws(AppStoreAPIError) {
         let delivery = information.deliveryStatus == "DELIVERED" ? 0 : 5
@@ -438,77 +304,13 @@ public final class AppStoreAPIClient: AppStoreServerAPI {
     }
 }
 
-/// `https://HOST[:PORT][/PREFIX]` (or `http://` for h2c in tests).
-struct BaseURL: Sendable {
-    var host: String
-    var port: Int
-    var tls: Bool
-    var prefix: String
-
-    init?(_ url: String) {
-        let rest: Substring
-        if url.hasPrefix("https://") {
-            tls = true; rest = url.dropFirst(8)
-        } else if url.hasPrefix("http://") {
-            tls = false; rest = url.dropFirst(7)
-        } else {
-            return nil
-        }
-        let slash = rest.firstIndex(of: "/") ?? rest.endIndex
-        let hostPort = rest[..<slash]
-        prefix = String(rest[slash...])
-        if prefix.hasSuffix("/") { prefix.removeLast() }
-        if let colon = hostPort.lastIndex(of: ":"), !hostPort.hasSuffix("]") {
-            guard let p = Int(hostPort[hostPort.index(after: colon)...]), (1...65535).contains(p) else { return nil }
-            host = String(hostPort[..<colon])
-            port = p
-        } else {
-            host = String(hostPort)
-            port = tls ? 443 : 80
-        }
-        guard !host.isEmpty else { return nil }
-    }
-
-    var address: String { host.contains(":") && !host.hasPrefix("[") ? "[\(host)]:\(port)" : "\(host):\(port)" }
-    var authority: String { (tls && port == 443) || (!tls && port == 80) ? host : address }
-}
-
-/// One connection, used by one call at a time: taken from the pool, given back after an answer.
-final class PooledConnection: @unchecked Sendable {
-    // Sendable: only the thread that took it from the pool touches it until it is given back.
-    let client: Client
-    var idleSince = Monotonic.now()
-    init(client: Client) { self.client = client }
-}
-
-/// The idle connections of one base URL (at most `limit`); a connection that failed is never given back.
-final class ConnectionPool: Sendable {
-    let base: BaseURL
-    private let limit: Int
-    private let idle = Mutex<[PooledConnection]>([])
-
-    init(base: BaseURL, limit: Int) {
-        self.base = base
-        self.limit = limit
-    }
-
-    func take(tls: TLSContext, timeoutSeconds: Int) throws(SocketError) -> PooledConnection {
-        // An idle connection is reused only while young and quiet: one the server closed or sent a GOAWAY on
-        // would cost an attempt.
-        while let c = idle.withLock({ $0.popLast() }) {
-            if c.client.isUsable, Monotonic.now() &- c.idleSince < Self.maxIdleNanoseconds, !c.client.peerSpokeWhileIdle { return c }
-        }
-        let client = try Client(
-            address: base.address, tls: base.tls ? tls : nil, serverName: base.host,
-            timeoutSeconds: timeoutSeconds, authority: base.authority)
-        return PooledConnection(client: client)
-    }
-
-    static let maxIdleNanoseconds: UInt64 = 60 * 1_000_000_000
-
-    func give(_ connection: PooledConnection) {
-        guard connection.client.isUsable else { return }
-        connection.idleSince = Monotonic.now()
-        idle.withLock { if $0.count < limit { $0.append(connection) } }
+extension AppStoreAPIModel.ConsumptionInformation {
+    /// The body of Send Consumption Information (v2).
+    var json: String {
+        JSONText.object([
+            ("customerConsented", String(customerConsented)), ("sampleContentProvided", String(sampleContentProvided)),
+            ("deliveryStatus", JSONText.quote(deliveryStatus)), ("consumptionPercentage", consumptionPercentage.map(String.init)),
+            ("refundPreference", refundPreference.map(JSONText.quote)),
+        ])
     }
 }
