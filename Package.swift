@@ -36,6 +36,7 @@ let package = Package(
         .target(name: "Metrics", exclude: ["README.md"], swiftSettings: safe),
         .target(name: "RPC", dependencies: ["ProtoWire"], exclude: ["README.md"], swiftSettings: hotPath),
         .target(name: "BillingAPI", dependencies: ["ProtoWire"], swiftSettings: safe),
+        .target(name: "ProtoJSON", dependencies: ["ProtoWire"], exclude: ["README.md"], swiftSettings: safe),
         .target(name: "Billing", exclude: ["README.md"], swiftSettings: safe),
         .target(name: "AppStore", dependencies: ["Crypto", "ProtoWire"], exclude: ["README.md"], swiftSettings: strict),
         .target(name: "AppStoreAPI", dependencies: ["AppStore", "Crypto", "ProtoWire"], exclude: ["README.md"], swiftSettings: strict),
@@ -66,7 +67,7 @@ let package = Package(
             swiftSettings: strict),
         .executableTarget(
             name: "billingctl",
-            dependencies: ["HTTP2", "RPC", "BillingAPI", "ProtoWire", "AppStore", "AppStoreAPI", "AppStoreHTTP", "Crypto"],
+            dependencies: ["HTTP2", "RPC", "BillingAPI", "ProtoWire", "AppStore", "AppStoreAPI", "AppStoreHTTP", "Crypto", "ProtoJSON"],
             swiftSettings: strict),
 
         .target(name: "TestSupport", path: "Tests/TestSupport", swiftSettings: strict),
@@ -74,6 +75,7 @@ let package = Package(
             name: "ProtoWireTests", dependencies: ["TestSupport", "ProtoWire", "BillingAPI", "RPC"], exclude: ["golden.json"],
             swiftSettings: strict),
         .testTarget(name: "RPCTests", dependencies: ["RPC", "ProtoWire"], swiftSettings: strict),
+        .testTarget(name: "ProtoJSONTests", dependencies: ["TestSupport", "ProtoJSON", "ProtoWire"], swiftSettings: strict),
         .testTarget(
             name: "BillingTests", dependencies: ["TestSupport", "Billing", "BillingService", "BillingAPI", "RPC", "ProtoWire", "AppStoreAPI", "Crypto"],
             swiftSettings: strict),
