@@ -25,7 +25,7 @@ LAYERS = [
     ("C system libraries", {"CNGHTTP2", "COpenSSL", "CSystem", "CLibPQ", "CSQLite", "CMicroHTTPD"}),
     ("the lowest wrapper: event loops, sockets, TLS", {"IO"}),
     ("pure leaves", {"ProtoWire", "Metrics", "Billing", "TestSupport"}),
-    ("wire messages, the RPC core, OpenSSL", {"RPC", "BillingAPI", "Crypto"}),
+    ("wire messages, the RPC core, OpenSSL, proto3 JSON", {"RPC", "BillingAPI", "Crypto", "ProtoJSON"}),
     ("HTTP/2, signed App Store data, the stores", {"HTTP2", "AppStore", "Storage"}),
     ("the App Store Server API, the HTTP/1.1 front", {"AppStoreAPI", "HTTPFront"}),
     ("billing handlers, the App Store HTTP client", {"BillingService", "AppStoreHTTP"}),
