@@ -19,8 +19,8 @@ import pytest
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-# Lowest first; a target may depend only on targets of a lower layer. IO and AppStoreHTTP are being added
-# (issue 20); a name here that Package.swift does not have yet is fine.
+# Lowest first; a target may depend only on targets of a lower layer. A name here that Package.swift does not
+# have (yet) is fine.
 LAYERS = [
     ("C system libraries", {"CNGHTTP2", "COpenSSL", "CSystem", "CLibPQ", "CSQLite", "CMicroHTTPD"}),
     ("the lowest wrapper: event loops, sockets, TLS", {"IO"}),
