@@ -111,7 +111,9 @@ extension JSONToBinary {
         }
         let text = try numberText(json, "a number")
         guard let d = Double(text), d.isFinite else { throw .invalidField(path: "", reason: "\(text) is out of range") }
-        if isFloat && abs(d) > Double(Float.greatestFiniteMagnitude) {
+        // A float takes any double that rounds to a finite float (3.4028235e+38, the largest one's shortest text,
+        // is a little above it).
+        if isFloat && Float(d).isInfinite {
             throw .invalidField(path: "", reason: "\(text) is out of range for float")
         }
         return d

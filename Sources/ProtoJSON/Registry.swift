@@ -37,6 +37,15 @@ public struct Registry: Sendable {
         try self.init(files: files, limits: limits, ignoresUnknownFields: ignoresUnknownFields)
     }
 
+    /// The types of a serialized FileDescriptorSet (`protoc --descriptor_set_out --include_imports`).
+    public init(descriptorSet: [UInt8], limits: ProtoJSONLimits = .default, ignoresUnknownFields: Bool = true) throws(ProtoJSONError) {
+        var files: [[UInt8]] = []
+        try DescriptorReader.scan(descriptorSet) { (reader: inout ProtoReader, number: Int, wire: WireType) throws(WireError) in
+            if number == 1 && wire == .lengthDelimited { files.append(try reader.readBytes()) } else { try reader.skip(wire) }
+        }
+        try self.init(files: files, limits: limits, ignoresUnknownFields: ignoresUnknownFields)
+    }
+
     /// The full names of every message type (map entries left out), sorted.
     public var messageNames: [String] {
         messages.values.filter { !$0.isMapEntry }.map(\.fullName).sorted()
