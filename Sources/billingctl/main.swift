@@ -28,6 +28,7 @@ let usage = """
       notify URL FILE|-                                  POST an App Store notification body (HTTP/2; https:// for TLS)
     \(OfferCommands.usage)
     \(TestStoreCommand.usage)
+    \(ProtoJSONCommand.usage)
       demo [--store DIR] [--bundle-id ID] [--product ID]   CreateOrder -> signed purchase -> SubmitReceipt -> retry -> Restore
       load [--mix create=5,get=3,submit=1,receipt=1,restore=1,health=1,offer=1] [--connections N] [--concurrency N]
             [--requests N] [--duration S] [--rate PER_SECOND] [--max-errors PERCENT] [--json] [--store DIR]
@@ -193,6 +194,7 @@ func tlsHint(_ error: SocketError) -> String? {
 }
 
 func run() throws {
+    if CommandLine.arguments.dropFirst().first == "proto-json" { return try ProtoJSONCommand.run(Array(CommandLine.arguments.dropFirst(2))) }
     let options = try Options(Array(CommandLine.arguments.dropFirst()))
     switch options.command {
     case "health":
