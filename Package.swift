@@ -29,6 +29,7 @@ let package = Package(
         .systemLibrary(name: "CSystem"),
         .systemLibrary(name: "CLibPQ", pkgConfig: "libpq", providers: [.apt(["libpq-dev"])]),
         .systemLibrary(name: "CSQLite", pkgConfig: "sqlite3", providers: [.apt(["libsqlite3-dev"])]),
+        .systemLibrary(name: "CZlib", pkgConfig: "zlib", providers: [.apt(["zlib1g-dev"])]),
         .systemLibrary(name: "CMicroHTTPD", pkgConfig: "libmicrohttpd", providers: [.apt(["libmicrohttpd-dev"])]),
 
         // Pure Swift layers.
@@ -49,13 +50,16 @@ let package = Package(
         .target(name: "IO", dependencies: ["COpenSSL", "CSystem"], exclude: ["README.md"], swiftSettings: hotPath),
         .target(name: "HTTP2", dependencies: ["IO", "CNGHTTP2", "CMicroHTTPD", "CSystem", "RPC", "ProtoWire"], exclude: ["README.md"], swiftSettings: hotPath),
         .target(name: "AppStoreHTTP", dependencies: ["AppStoreAPI", "AppStore", "HTTP2", "IO"], exclude: ["README.md"], swiftSettings: strict),
+        .target(name: "Gzip", dependencies: ["CZlib"], exclude: ["README.md"], swiftSettings: strict),
+        .target(name: "Connect", dependencies: ["Gzip", "HTTP2", "RPC", "ProtoJSON", "ProtoWire"], exclude: ["README.md"], swiftSettings: strict),
         .target(name: "HTTPFront", dependencies: ["HTTP2", "IO", "RPC"], exclude: ["README.md"], swiftSettings: strict),
         .target(name: "Storage", dependencies: ["CSQLite", "CLibPQ", "Billing", "Crypto"], exclude: ["README.md"], swiftSettings: strict),
 
         .target(
             name: "Daemon",
             dependencies: [
-                "HTTP2", "HTTPFront", "IO", "RPC", "ProtoWire", "Billing", "BillingService", "Storage", "AppStore", "AppStoreAPI", "AppStoreHTTP", "Crypto",
+                "Connect", "HTTP2", "HTTPFront", "IO", "ProtoJSON", "RPC", "ProtoWire", "Billing", "BillingService", "Storage", "AppStore", "AppStoreAPI",
+                "AppStoreHTTP", "Crypto",
                 "Metrics",
             ],
             exclude: ["README.md"], swiftSettings: strict),

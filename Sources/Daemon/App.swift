@@ -2,6 +2,7 @@ import IO
 import AppStore
 import AppStoreAPI
 import AppStoreHTTP
+import Connect
 public import Billing
 public import BillingService
 import Crypto
@@ -9,6 +10,7 @@ import Foundation
 import HTTP2
 import HTTPFront
 import Metrics
+import ProtoJSON
 public import RPC
 import Synchronization
 import Storage
@@ -184,6 +186,23 @@ public final class App: Sendable {
                 metrics.record(record)
                 if logCalls { App.logCall(record, logger) }
             }))
+        // Connect and gRPC-Web on the same port, from the same router (its interceptors included).
+        let served = Set(configuration.protocols.compactMap(WireProtocol.init(rawValue:)))
+        if served.contains(.connect) || served.contains(.grpcWeb) {
+            var connect = ConnectConfiguration()
+            connect.protocols = served
+            connect.corsOrigins = configuration.corsOrigins
+            connect.maxMessageBytes = configuration.maxMessageBytes
+            connect.maxDeadlineNanoseconds = serverConfig.maxDeadlineNanoseconds
+            connect.maxInFlight = configuration.maxInFlight
+            do {
+                let registry = try ProtoJSON.Registry(base64Files: BillingDescriptors.files.values)
+                serverConfig.http = ConnectGateway(router: router, registry: registry, configuration: connect).service
+            } catch {
+                throw StartError(description: "billingd: the embedded descriptors: \(error)")
+            }
+        }
+        serverConfig.servesGRPC = served.contains(.grpc)
         do {
             server = try Server(configuration: serverConfig, router: router)
         } catch {
@@ -434,6 +453,7 @@ public final class App: Sendable {
         fields.append(("duration_ms", .millis(record.durationNanoseconds)))
         fields.append(("request_id", .string(record.requestID)))
         fields.append(("peer", .string(record.peer)))
+        if record.wireProtocol != "grpc" { fields.append(("protocol", .string(record.wireProtocol))) }
         if let subject = record.peerSubject { fields.append(("peer_subject", .string(subject))) }
         for (key, value) in record.notes { fields.append((key, .string(value))) }
         logger.log(.info, "rpc", fields)

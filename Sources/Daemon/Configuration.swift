@@ -9,6 +9,10 @@ public struct Configuration: Sendable, Equatable {
     public var bundleIDs: [String] = []
     public var appleAppID: Int64?
     public var environments: [String] = ["production", "sandbox"]
+    /// The wire protocols served on `--listen` (`--protocols`): grpc, connect, grpc-web.
+    public var protocols: [String] = ["grpc", "connect", "grpc-web"]
+    /// Browser origins allowed to call Connect and gRPC-Web (`--cors-origins`); empty: no CORS headers.
+    public var corsOrigins: [String] = []
     public var trustRoots: [String] = []
     public var catalogPath: String?
     public var restorePolicy = "transfer"
@@ -92,7 +96,7 @@ public struct Configuration: Sendable, Equatable {
         "metrics-listen": true, "notifications-listen": true, "notifications-tls-cert": true, "notifications-tls-key": true, "db-pool-size": true,
         "shutdown-grace": true, "log-level": true,
         "max-concurrent-streams": true, "max-connections": true, "max-in-flight": true, "max-header-list-bytes": true,
-        "max-watchers": true, "max-watchers-per-key": true,
+        "max-watchers": true, "max-watchers-per-key": true, "protocols": true, "cors-origins": true,
         "max-connection-buffer-bytes": true,
         "max-deadline": true, "idle-timeout": true, "order-ttl": true, "help": false, "version": false,
         "appstore-api-key-id": true, "appstore-api-issuer-id": true, "appstore-api-private-key": true, "appstore-api-url": true,
@@ -228,6 +232,21 @@ public struct Configuration: Sendable, Equatable {
             guard let n = Int64(s), n > 0 else { throw Invalid(flag: "apple-app-id", problem: "'\(s)' is not a positive number") }
             c.appleAppID = n
         }
+        if let s = one("protocols") {
+            let list = s.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
+            guard !list.isEmpty else { throw Invalid(flag: "protocols", problem: "needs at least one of grpc, connect, grpc-web") }
+            for p in list where !["grpc", "connect", "grpc-web"].contains(p) {
+                throw Invalid(flag: "protocols", problem: "'\(p.prefix(32))' is not grpc, connect or grpc-web")
+            }
+            c.protocols = list
+        }
+        if let s = one("cors-origins") {
+            let list = s.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+            for o in list where o != "*" && !(o.hasPrefix("https://") || o.hasPrefix("http://")) {
+                throw Invalid(flag: "cors-origins", problem: "'\(o.prefix(64))' is not an origin (https://app.example.com) or *")
+            }
+            c.corsOrigins = list
+        }
         if let s = one("environments") {
             let list = s.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
             guard !list.isEmpty else { throw Invalid(flag: "environments", problem: "needs at least one environment") }
@@ -358,6 +377,8 @@ public struct Configuration: Sendable, Equatable {
           --max-concurrent-streams N   HTTP/2 streams per connection (default 1024)
           --max-connections N          open connections (default 50000, at most the file limit less 128); more are closed at accept
           --max-in-flight N            calls being handled (default 10000); more get RESOURCE_EXHAUSTED OVERLOADED
+          --protocols LIST             served on --listen: grpc, connect, grpc-web (default all three); Connect and gRPC-Web over HTTP/1.1 and HTTP/2
+          --cors-origins LIST          browser origins allowed to call Connect and gRPC-Web (https://app.example.com, or *); default none
           --max-watchers N             concurrent WatchEvents streams (default 1000); more get RESOURCE_EXHAUSTED OVERLOADED
           --max-watchers-per-key N     the same per API key (per client certificate, or per peer address without keys; default 100)
           --max-header-list-bytes N    request header block (default 16384)

@@ -8,6 +8,8 @@ import RPC
 final class BillingMetrics: Sendable {
     let registry = MetricsRegistry()
     let calls: CallMetrics
+    /// Calls by wire protocol (`grpc`, `connect`, `grpc-web`) and code: at most 3 x 17 series.
+    let byProtocol: Counter
     let db: Histogram
     let verifications: Counter
     let notifications: Counter
@@ -19,6 +21,9 @@ final class BillingMetrics: Sendable {
 
     init(version: String) {
         calls = registry.callMetrics(prefix: "billingd_rpc", reasons: Self.reasons)
+        byProtocol = registry.counter(
+            "billingd_rpc_protocol_calls_total", help: "Calls answered, by wire protocol (grpc, connect, grpc-web) and code.",
+            labels: ["protocol", "code"])
         db = registry.histogram("billingd_db_duration_seconds", help: "Database operation latency, queueing included.", labels: ["op"])
         verifications = registry.counter(
             "billingd_verifications_total", help: "Proof verifications, by kind and result.",
@@ -55,6 +60,7 @@ final class BillingMetrics: Sendable {
     ]
 
     func record(_ r: CallRecord) {
+        byProtocol.inc([r.wireProtocol, r.code.description])
         calls.record(
             method: r.method, known: r.knownMethod, code: r.code.description, reason: r.reason,
             seconds: Double(r.durationNanoseconds) / 1e9)

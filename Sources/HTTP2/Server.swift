@@ -34,6 +34,9 @@ public struct ServerConfiguration: Sendable {
     /// Plain HTTP on the same port: requests that are not gRPC calls (HTTP/1.x connections, HTTP/2 streams
     /// of another method or content type) go to this service. Nil: they get a short plain-text refusal.
     public var http: HTTPService?
+    /// Whether gRPC calls are served; when false, `application/grpc` requests go to `http` too (which refuses
+    /// them: `--protocols` without grpc).
+    public var servesGRPC = true
     /// Connections one peer address may hold open at once (0: no limit); more are closed at accept.
     public var maxConnectionsPerAddress = 0
     /// A connection that has not completed its TLS handshake and sent its first request bytes (the HTTP/2

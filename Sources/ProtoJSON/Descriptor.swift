@@ -81,3 +81,16 @@ func defaultJSONName(_ name: String) -> String {
     }
     return out
 }
+
+/// One RPC method of a service, as its descriptor declares it.
+public struct MethodInfo: Sendable, Equatable {
+    /// `/package.Service/Method`.
+    public var path: String
+    /// Full message names, without a leading dot.
+    public var inputType: String
+    public var outputType: String
+    public var clientStreaming: Bool
+    public var serverStreaming: Bool
+    /// `option idempotency_level = NO_SIDE_EFFECTS`: Connect lets such a method be called with GET.
+    public var hasNoSideEffects: Bool
+}

@@ -2,11 +2,12 @@ import ProtoWire
 
 /// Reads serialized FileDescriptorProtos (google/protobuf/descriptor.proto) into message and enum tables.
 ///
-/// Only what the JSON mapping needs is kept; services, options other than `packed` and `map_entry`,
-/// and source info are skipped.
+/// Only what the JSON mapping and the RPC protocols need is kept: messages, enums, and each service
+/// method's path, types, streaming and idempotency; other options and source info are skipped.
 struct DescriptorReader {
     var messages: [String: MessageInfo] = [:]
     var enums: [String: EnumInfo] = [:]
+    var methods: [String: MethodInfo] = [:]
 
     /// Adds the types of one file.
     mutating func add(file bytes: [UInt8]) throws(ProtoJSONError) {
@@ -14,21 +15,59 @@ struct DescriptorReader {
         var syntax = ""
         var messageBytes: [[UInt8]] = []
         var enumBytes: [[UInt8]] = []
+        var serviceBytes: [[UInt8]] = []
         try Self.scan(bytes) { (reader: inout ProtoReader, number: Int, wire: WireType) throws(WireError) in
             switch (number, wire) {
             case (2, .lengthDelimited): package = try reader.readString(field: 2)
             case (4, .lengthDelimited): messageBytes.append(try reader.readBytes())
             case (5, .lengthDelimited): enumBytes.append(try reader.readBytes())
+            case (6, .lengthDelimited): serviceBytes.append(try reader.readBytes())
             case (12, .lengthDelimited): syntax = try reader.readString(field: 12)
             default: try reader.skip(wire)
             }
         }
         let prefix = package.isEmpty ? "" : package + "."
+        for service in serviceBytes { try addService(service, prefix: prefix) }
         // Files without a syntax statement are proto2; editions are read as proto3 (explicit presence is not
         // looked up in their features).
         let proto3 = syntax != "proto2" && syntax != ""
         for m in messageBytes { try addMessage(m, prefix: prefix, proto3: proto3, depth: 0) }
         for e in enumBytes { try addEnum(e, prefix: prefix) }
+    }
+
+    /// A ServiceDescriptorProto: each MethodDescriptorProto (name 1, input_type 2, output_type 3, options 4
+    /// with idempotency_level 34, client_streaming 5, server_streaming 6) under `/package.Service/Method`.
+    private mutating func addService(_ bytes: [UInt8], prefix: String) throws(ProtoJSONError) {
+        var name = ""
+        var methodBytes: [[UInt8]] = []
+        try Self.scan(bytes) { (reader: inout ProtoReader, number: Int, wire: WireType) throws(WireError) in
+            switch (number, wire) {
+            case (1, .lengthDelimited): name = try reader.readString(field: 1)
+            case (2, .lengthDelimited): methodBytes.append(try reader.readBytes())
+            default: try reader.skip(wire)
+            }
+        }
+        for m in methodBytes {
+            var method = MethodInfo(path: "", inputType: "", outputType: "", clientStreaming: false, serverStreaming: false, hasNoSideEffects: false)
+            var methodName = ""
+            try Self.scan(m) { (reader: inout ProtoReader, number: Int, wire: WireType) throws(WireError) in
+                switch (number, wire) {
+                case (1, .lengthDelimited): methodName = try reader.readString(field: 1)
+                case (2, .lengthDelimited): method.inputType = String(try reader.readString(field: 2).drop { $0 == "." })
+                case (3, .lengthDelimited): method.outputType = String(try reader.readString(field: 3).drop { $0 == "." })
+                case (4, .lengthDelimited):
+                    try Self.walk(try reader.readBytes()) { (o: inout ProtoReader, n: Int, w: WireType) throws(WireError) in
+                        // MethodOptions.idempotency_level = 34: NO_SIDE_EFFECTS is 1.
+                        if n == 34 && w == .varint { method.hasNoSideEffects = try o.readVarint() == 1 } else { try o.skip(w) }
+                    }
+                case (5, .varint): method.clientStreaming = try reader.readBool()
+                case (6, .varint): method.serverStreaming = try reader.readBool()
+                default: try reader.skip(wire)
+                }
+            }
+            method.path = "/" + prefix + name + "/" + methodName
+            methods[method.path] = method
+        }
     }
 
     private mutating func addMessage(_ bytes: [UInt8], prefix: String, proto3: Bool, depth: Int) throws(ProtoJSONError) {

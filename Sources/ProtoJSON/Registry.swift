@@ -7,6 +7,7 @@ import ProtoWire
 public struct Registry: Sendable {
     let messages: [String: MessageInfo]
     let enums: [String: EnumInfo]
+    let methods: [String: MethodInfo]
     /// Bounds every conversion checks.
     public var limits: ProtoJSONLimits
     /// On JSON input, skip members that name no field and enum names the schema lacks (the default, as
@@ -20,6 +21,7 @@ public struct Registry: Sendable {
         try reader.link()
         messages = reader.messages
         enums = reader.enums
+        methods = reader.methods
         self.limits = limits
         self.ignoresUnknownFields = ignoresUnknownFields
     }
@@ -45,6 +47,9 @@ public struct Registry: Sendable {
         }
         try self.init(files: files, limits: limits, ignoresUnknownFields: ignoresUnknownFields)
     }
+
+    /// The service method at `path` (`/billing.v1.Billing/GetOrder`), or nil.
+    public func method(path: String) -> MethodInfo? { methods[path] }
 
     /// The full names of every message type (map entries left out), sorted.
     public var messageNames: [String] {

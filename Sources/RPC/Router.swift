@@ -56,13 +56,17 @@ public struct CallRecord: Sendable {
     public var notes: [(String, String)]
     /// The client certificate's subject under mutual TLS.
     public var peerSubject: String?
+    /// The wire protocol the call came by: `grpc`, `connect` or `grpc-web` (a metric label: three values).
+    public var wireProtocol: String
 
     /// Inlinable: transports build one per call, and an opaque initializer copies every field once more.
     @inlinable
     public init(
         method: String, knownMethod: Bool, code: StatusCode, reason: String?, durationNanoseconds: UInt64, peer: String,
-        requestIDPrefix: String, requestNumber: UInt64, notes: [(String, String)], peerSubject: String?
+        requestIDPrefix: String, requestNumber: UInt64, notes: [(String, String)], peerSubject: String?,
+        wireProtocol: String = "grpc"
     ) {
+        self.wireProtocol = wireProtocol
         self.method = method
         self.knownMethod = knownMethod
         self.code = code
