@@ -33,7 +33,8 @@ struct StreamState: Sendable {
         case closed
     }
 
-    /// What the request's headers mean, decided by the session (field checks, drain, authentication, routing).
+    /// What the request's headers mean: `CallRules.screen` and `CallRules.routed` decide it from the facts the
+    /// session gathered (field checks, method, content type, drain, authentication, routing).
     enum Verdict: Equatable, Sendable {
         case malformed
         /// Answered with this status at once (drain, authentication, unknown method, oversized headers).
@@ -147,6 +148,12 @@ struct StreamState: Sendable {
         case .idle, .receiving, .dispatched: false
         default: true
         }
+    }
+
+    /// Whether the server's cap, once passed, ends the call (the sweep's rule): any call before its answer,
+    /// except a streaming call a handler has, which ends through its writer and its own grpc-timeout.
+    var endsAtCap: Bool {
+        !isAnswered && !(wasDispatched && isStreaming)
     }
 
     // MARK: Events

@@ -1,0 +1,235 @@
+import RPC
+import Synchronization
+
+/// Calls: request DATA and its budget, the request's end, dispatch to the handlers under their deadlines,
+/// and their answers and stream events coming back (from any thread, through the host).
+extension H2ServerSession {
+    /// Request DATA: an exchange's body, a bidirectional call's messages, or the message of a unary or
+    /// server-streaming call, counted in the connection's budget.
+    func data(streamID: Int32, bytes: UnsafeRawBufferPointer) {
+        guard let stream = stream(streamID), stream.state.takesData else { return }
+        if stream.state.isExchange {
+            exchangeData(stream, bytes)
+            return
+        }
+        if case .bidi = stream.route {
+            guard let receiver = stream.receiver else { return }
+            if let error = stream.streamDeframer?.append(bytes, { receiver.onMessage($0) }) {
+                act(stream, stream.state.fail(error))
+                return
+            }
+            account(stream, stream.streamDeframer?.bufferedBytes ?? 0)
+            return
+        }
+        if let error = stream.deframer.append(bytes) {
+            act(stream, stream.state.fail(error))
+            return
+        }
+        account(stream, stream.deframer.bufferedBytes)
+    }
+
+    /// Counts what `stream` holds now in the connection's budget; the stream that crosses it is refused.
+    func account(_ stream: ServerStream, _ now: Int) {
+        bufferedRequestBytes += now - stream.bufferedBytes
+        stream.bufferedBytes = now
+        let limit = shared.configuration.maxConnectionBufferBytes
+        guard now > 0, bufferedRequestBytes > limit else { return }
+        act(stream, stream.state.fail(.connectionBufferFull(limit: limit)))
+        releaseBuffer(stream)
+    }
+
+    /// Drops the request bytes `stream` holds and takes them out of the budget.
+    func releaseBuffer(_ stream: ServerStream) {
+        if stream.bufferedBytes == 0 { return }
+        if stream.state.isExchange {
+            stream.requestBody = []
+        } else if case .bidi = stream.route {
+            stream.streamDeframer = nil
+        } else {
+            stream.deframer = MessageDeframer(maxMessageBytes: shared.configuration.maxMessageBytes)
+        }
+        bufferedRequestBytes -= stream.bufferedBytes
+        stream.bufferedBytes = 0
+    }
+
+    /// The request ended (END_STREAM).
+    func requestEnded(streamID: Int32) {
+        guard let stream = stream(streamID) else { return }
+        act(stream, stream.state.requestEnd(atMessageBoundary: stream.streamDeframer?.isAtBoundary ?? true))
+    }
+
+    /// nghttp2 closed the stream: a unary one is cleared and kept for the next call.
+    func streamClosed(streamID: Int32) {
+        if lastStream?.id == streamID { lastStream = nil }
+        guard let stream = streams.remove(streamID) else { return }
+        abandon(stream)
+        if stream.reusable && spareStreams.count < Self.maxSpareStreams {
+            // Drop what the call held now (answer, handler, cancellation), not when the stream is reused.
+            stream.clear(maxMessageBytes: shared.configuration.maxMessageBytes)
+            spareStreams.append(stream)
+        }
+        if draining && streams.isEmpty { output.outputPending() }
+    }
+
+    /// Ends what a closing stream still holds: its buffer, its timer, and a call still running (cancelled).
+    func abandon(_ stream: ServerStream) {
+        releaseBuffer(stream)
+        if let timer = stream.timerID {
+            host.cancelTimer(timer)
+            stream.timerID = nil
+        }
+        act(stream, stream.state.closed())
+    }
+
+    /// A new call's context and cancellation (the authentication check may have made the cancellation).
+    private func begin(_ stream: ServerStream, deadline: ContinuousClock.Instant?) -> CallContext {
+        let cancellation = stream.cancellation ?? Cancellation(keepsNotes: shared.configuration.keepsCallNotes)
+        stream.cancellation = cancellation
+        stream.requestNumber = shared.nextRequestNumber()
+        shared.callStarted()
+        return CallContext(
+            method: stream.methodName, metadata: stream.metadata, deadline: deadline, peer: peer,
+            requestID: RequestID(prefix: shared.requestIDPrefix, number: stream.requestNumber),
+            cancellation: cancellation, peerSubject: peerSubject)
+    }
+
+    /// A bidirectional call starts at its headers: the handler gets a writer and returns its receiver.
+    func startBidi(_ stream: ServerStream) {
+        guard case .bidi(_, let handler) = stream.route else { return }
+        stream.capDeadline = 0
+        var deadline: ContinuousClock.Instant?
+        let id = stream.id
+        // A streaming call: no cap; a grpc-timeout that cannot be read is ignored (no deadline).
+        if case .timer(let nanos) = CallRules.deadline(
+            timeout: stream.timeout, streaming: true, capNanoseconds: shared.configuration.maxDeadlineNanoseconds)
+        {
+            deadline = ContinuousClock.now.advanced(by: .nanoseconds(nanos))
+            stream.timerID = host.schedule(afterNanoseconds: nanos) { [self] in
+                guard let s = self.stream(id) else { return }
+                s.timerID = nil
+                self.act(s, s.state.deadline())
+            }
+        }
+        let context = begin(stream, deadline: deadline)
+        let writer = StreamWriter(cancellation: context.cancellation) { [self] event in
+            if self.host.inHost {
+                self.streamEvent(streamID: id, event)
+            } else {
+                self.host.execute { self.streamEvent(streamID: id, event) }
+            }
+        }
+        stream.receiver = handler(context, writer)
+    }
+
+    /// The complete request goes to its handler, under the deadline `CallRules` decides.
+    func dispatch(_ stream: ServerStream) {
+        let message: [UInt8]
+        switch stream.deframer.finish() {
+        case .success(let m): message = m
+        case .failure(let error):
+            act(stream, stream.state.fail(error))
+            return
+        }
+        // The handler owns the message now; the budget counts only what waits for more bytes.
+        releaseBuffer(stream)
+        let config = shared.configuration
+        if shared.inFlight.load(ordering: .relaxed) >= config.maxInFlight {
+            act(stream, stream.state.fail(.overloaded))
+            return
+        }
+        let streaming = stream.state.isStreaming
+        let rule = CallRules.deadline(timeout: stream.timeout, streaming: streaming, capNanoseconds: config.maxDeadlineNanoseconds)
+        if case .malformed(let error) = rule {
+            act(stream, stream.state.fail(error))
+            return
+        }
+        stream.state.handedOver()
+        stream.capDeadline = 0
+        var deadline: ContinuousClock.Instant?
+        switch rule {
+        case .none, .malformed:
+            break
+        case .cap(let cap):
+            // The cap alone: the once-a-second sweep enforces it, no timer per call.
+            deadline = ContinuousClock.now.advanced(by: .nanoseconds(cap))
+            stream.capDeadline = CallRules.capDeadline(from: host.now(), capNanoseconds: cap)
+        case .timer(let nanos):
+            deadline = ContinuousClock.now.advanced(by: .nanoseconds(nanos))
+            let id = stream.id
+            stream.timerID = host.schedule(afterNanoseconds: nanos) { [self] in
+                guard let s = self.stream(id) else { return }
+                s.timerID = nil
+                s.cancellation?.cancel()
+                self.act(s, s.state.deadline())
+            }
+        }
+        let context = begin(stream, deadline: deadline)
+        let id = stream.id
+        switch stream.route {
+        case .serverStreaming(_, let handler):
+            let writer = StreamWriter(cancellation: context.cancellation) { [self] event in
+                self.host.execute { self.streamEvent(streamID: id, event) }
+            }
+            stream.writer = writer
+            handler(context, message, writer)
+        case .unary(_, let handler):
+            handler(context, message, Responder(sink: self, id: id))
+        case .bidi, nil:
+            break
+        }
+    }
+
+    /// A unary call's answer (`ResponseSink`), from any thread.
+    func deliver(id: Int32, _ result: Result<[UInt8], RPCError>) {
+        // Answered on this thread (Health, cached reads): submit now; nghttp2 allows it inside callbacks.
+        if host.inHost {
+            complete(streamID: id, result)
+        } else {
+            host.execute { self.complete(streamID: id, result) }
+        }
+    }
+
+    private func complete(streamID: Int32, _ result: Result<[UInt8], RPCError>) {
+        checkHost()
+        guard !closed, let stream = stream(streamID) else { return }
+        switch result {
+        case .success(let framed):
+            let action = stream.state.succeed()
+            guard case .submitHeaders = action else { return }
+            if let timer = stream.timerID {
+                host.cancelTimer(timer)
+                stream.timerID = nil
+            }
+            stream.body = framed
+            stream.bodyOffset = 0
+            act(stream, action)
+            shared.finished(stream: stream, code: .ok, reason: nil, peer: peer, peerSubject: peerSubject)
+        case .failure(let error):
+            act(stream, stream.state.fail(error))
+        }
+    }
+
+    /// A streaming call's message or end, on the host's thread.
+    private func streamEvent(streamID: Int32, _ event: StreamWriter.Event) {
+        guard !closed, let stream = stream(streamID) else { return }
+        switch event {
+        case .message(let framed):
+            guard stream.state.sendsMessages else { return }
+            if stream.bodyOffset == stream.body.count {
+                stream.body = framed
+                stream.bodyOffset = 0
+            } else {
+                stream.body.append(contentsOf: framed)
+            }
+            act(stream, stream.state.message())
+        case .finish(let error):
+            act(stream, stream.state.finish(error))
+        case .abort(let error):
+            let unsent = stream.body.count - stream.bodyOffset
+            if unsent > 0 { stream.writer?.consumed(unsent) }
+            stream.body = []
+            stream.bodyOffset = 0
+            act(stream, stream.state.abort(error))
+        }
+    }
+}
