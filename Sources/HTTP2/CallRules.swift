@@ -20,16 +20,17 @@ enum CallRules {
     /// - Parameters:
     ///   - requiredPseudoFields: `:method`, `:scheme` and `:path` each came (RFC 9113 8.3.1).
     ///   - servesHTTP: the server has an `HTTPService` for requests that are not gRPC.
+    ///   - servesGRPC: gRPC is among the served protocols (else gRPC requests go to the `HTTPService`, which refuses them).
     ///   - post: `:method` is `POST`.
     ///   - grpcContentType: `content-type` is gRPC's (`GRPCHeaders.isGRPCContentType`).
     ///   - headerListTooLarge: the block went over `maxHeaderListBytes`.
     @inline(__always)
     static func screen(
         requiredPseudoFields: Bool, servesHTTP: Bool, post: Bool, grpcContentType: Bool,
-        headerListTooLarge: Bool, maxHeaderListBytes: Int, draining: Bool
+        headerListTooLarge: Bool, maxHeaderListBytes: Int, draining: Bool, servesGRPC: Bool = true
     ) -> Screening {
         guard requiredPseudoFields else { return .decided(.malformed) }
-        if servesHTTP && !(post && grpcContentType) { return .exchange }
+        if servesHTTP && !(post && grpcContentType && servesGRPC) { return .exchange }
         if headerListTooLarge {
             return .decided(
                 .refuse(RPCError(code: .resourceExhausted, message: "request headers exceed the limit of \(maxHeaderListBytes) bytes")))

@@ -121,7 +121,7 @@ extension H2ServerSession {
             servesHTTP: shared.configuration.http != nil, post: stream.method == "POST",
             grpcContentType: GRPCHeaders.isGRPCContentType(stream.contentType),
             headerListTooLarge: stream.headerListTooLarge, maxHeaderListBytes: shared.configuration.maxHeaderListBytes,
-            draining: draining)
+            draining: draining, servesGRPC: shared.configuration.servesGRPC)
         {
         case .decided(let verdict): return verdict
         case .exchange: return exchangeVerdict(stream, shared.configuration.http!)  // `servesHTTP`: it is there
