@@ -675,9 +675,6 @@ def test_protocols_grpc_only(own):
         assert call(s, "http2").status_code == 415
 
 
-@pytest.mark.xfail(strict=True, reason="server bug: with --protocols grpc an HTTP/1.1 Connect request gets 400 text/plain "
-                   "'billingd serves gRPC over HTTP/2 only' (no HTTPService on the port), not the 415 that ERRORS.md gives "
-                   "for a content type no served protocol knows")
 def test_protocols_grpc_only_http1_is_415(own):
     s = own("--protocols", "grpc")
     for call in (create_json, create_grpc_web):

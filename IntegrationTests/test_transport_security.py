@@ -75,6 +75,33 @@ def test_a_silent_connection_is_closed_after_the_handshake_deadline(sides):
         c.close()
 
 
+def test_a_header_block_trickling_over_http2_is_cut_off(sides):
+    s, port, _ = sides
+    # A valid HPACK block (:method POST, :scheme http, :path / from the static table, then padding fields),
+    # sent one byte every 0.3 s inside one HEADERS frame.
+    block = bytes([0x83, 0x86, 0x84])
+    while len(block) < 200:
+        block += bytes([0x00, 5]) + b"x-pad" + bytes([20]) + b"a" * 20
+    frame_header = len(block).to_bytes(3, "big") + bytes([0x1, 0x4]) + (1).to_bytes(4, "big")
+    for target in (s.port, port):
+        c = socket.create_connection(("127.0.0.1", target))
+        c.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes([0, 0, 0, 4, 0, 0, 0, 0, 0]) + frame_header)
+        started = time.time()
+        cut = False
+        for i in range(len(block)):
+            try:
+                c.sendall(block[i:i + 1])
+            except OSError:
+                cut = True
+                break
+            if closed_within(c, 0.3):
+                cut = True
+                break
+        elapsed = time.time() - started
+        c.close()
+        assert cut and elapsed < HANDSHAKE_DEADLINE + 4, (target, cut, elapsed)
+
+
 def rsa_certificate(d):
     subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-days", "2", "-subj", "/CN=localhost",
                     "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1", "-keyout", f"{d}/rsa.key", "-out", f"{d}/rsa.pem"],

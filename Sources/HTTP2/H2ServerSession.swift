@@ -195,16 +195,29 @@ final class H2ServerSession: ResponseSink, @unchecked Sendable {
 
     /// Once a second: calls past the server's cap before dispatch (or unary calls running under the cap alone) end DEADLINE_EXCEEDED.
     /// A session with no open stream also gives nghttp2's cached blocks back (an idle connection keeps none).
-    func expireCalls(now: UInt64) {
+    /// Returns true when a stream's header block has been arriving for longer than `headerTimeoutNanoseconds`
+    /// (a client trickling HEADERS or CONTINUATION): the connection then ends with GOAWAY.
+    @discardableResult
+    func expireCalls(now: UInt64, headerTimeoutNanoseconds: UInt64 = .max) -> Bool {
         if streams.isEmpty {
             billing_h2_pool_trim(pool)
-            return
+            return false
+        }
+        var slowHeaders = false
+        for stream in streams.streams where stream.state.isIdle {
+            // Stamped by the sweep that first sees the block unfinished (no clock read per call).
+            if stream.headersSeenAt == 0 {
+                stream.headersSeenAt = now
+            } else if now &- stream.headersSeenAt > headerTimeoutNanoseconds {
+                slowHeaders = true
+            }
         }
         // Streaming calls end through their writer; the cap applies to them only before dispatch (`endsAtCap`).
         for stream in streams.streams where stream.capDeadline != 0 && now >= stream.capDeadline && stream.state.endsAtCap {
             stream.cancellation?.cancel()
             act(stream, stream.state.deadline())
         }
+        return slowHeaders
     }
 
     // MARK: Carrying out a stream's actions

@@ -255,6 +255,9 @@ public final class Server: Sendable {
     /// A server for `router`'s methods; its interceptors see every call (authentication, metrics, logs).
     public init(configuration: ServerConfiguration, router: Router) throws(SocketError) {
         csystem_tune_malloc()
+        // OpenSSL writes with write(2), and a peer may leave first: that must be an error, not the end of the
+        // process (plain sockets are written with MSG_NOSIGNAL too).
+        signal(SIGPIPE, SIG_IGN)
         shared = ServerShared(configuration: configuration, router: router)
         var loops: [EventLoop] = []
         for i in 0..<max(1, configuration.threads) { loops.append(try EventLoop(name: "loop-\(i)")) }

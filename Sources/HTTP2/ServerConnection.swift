@@ -196,12 +196,14 @@ final class ServerConnection: EventHandler, DeferredFlush, SessionOutput {
     /// An HTTP/1.x request on the gRPC port: one HTTP/1.1 answer, then the connection closes.
     private func answerHTTP1() {
         awaitingPreface = false
-        let line = Array(prefaceBytes.prefix { $0 != UInt8(ascii: "\n") })
-        let marker = Array(" HTTP/1.".utf8)
-        let isHTTP1 = line.count >= marker.count && (0...(line.count - marker.count)).contains { line[$0..<($0 + marker.count)].elementsEqual(marker) }
+        // At most the preface's length was read: a request line starts with a method token (upper-case letters)
+        // and a space.
+        let method = prefaceBytes.prefix { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") }
+        let isHTTP1 = !method.isEmpty && method.count < prefaceBytes.count && prefaceBytes[method.count] == UInt8(ascii: " ")
         prefaceBytes = []
-        let body = "billingd serves gRPC over HTTP/2 only\n"
-        let status = isHTTP1 ? "505 HTTP Version Not Supported" : "400 Bad Request"
+        // Only gRPC is served (`--protocols grpc`): an HTTP/1.x request has no protocol to be (ERRORS.md: 415).
+        let body = "billingd serves only gRPC over HTTP/2 on this port (--protocols)\n"
+        let status = isHTTP1 ? "415 Unsupported Media Type" : "400 Bad Request"
         let answer = "HTTP/1.1 \(status)\r\ncontent-type: text/plain\r\ncontent-length: \(body.utf8.count)\r\nconnection: close\r\n\r\n\(body)"
         _ = Array(answer.utf8).withUnsafeBytes { writeOut($0) }
         // Half-close and read until the peer closes, so unread request bytes do not turn our FIN into a reset.
@@ -375,7 +377,7 @@ final class ServerConnection: EventHandler, DeferredFlush, SessionOutput {
                 case .closed, .failed: return nil
                 }
             } else {
-                let n = Glibc.write(fd, rest.baseAddress, rest.count)
+                let n = send(fd, rest.baseAddress, rest.count, Int32(MSG_NOSIGNAL))
                 if n > 0 {
                     total += n
                 } else if n < 0 && (errno == EAGAIN || errno == EINTR) {
@@ -418,7 +420,12 @@ final class ServerConnection: EventHandler, DeferredFlush, SessionOutput {
             if now >= lingerUntil { close() }
             return
         }
-        session?.expireCalls(now: now)
+        let headerTimeout = UInt64(max(0, shared.configuration.handshakeTimeoutNanoseconds))
+        if session?.expireCalls(now: now, headerTimeoutNanoseconds: headerTimeout) == true {
+            // A header block trickling in for seconds (slowloris over HTTP/2) holds no slot for long.
+            terminate(NGHTTP2_ENHANCE_YOUR_CALM)
+            return
+        }
         let config = shared.configuration
         // Output waits (in our buffer, or answers nghttp2 holds behind a closed flow-control window)
         // and the peer has taken nothing for too long: it never reads. Drop it; its memory goes with it.

@@ -42,6 +42,9 @@ final class ServerStream {
     var bodyOffset = 0
     /// A plain HTTP exchange's request body as it arrives, and its answer until it is submitted.
     var requestBody: [UInt8] = []
+    /// When the sweep first saw this stream's header block unfinished (0: not yet): a block that keeps
+    /// arriving past the handshake deadline ends the connection.
+    var headersSeenAt: UInt64 = 0
     var response: HTTPResponse?
 
     init(id: Int32, maxMessageBytes: Int) {
@@ -95,5 +98,6 @@ final class ServerStream {
         bodyOffset = 0
         requestBody = []
         response = nil
+        headersSeenAt = 0
     }
 }
