@@ -109,9 +109,13 @@ struct LiveServerTests {
         #expect(unknown.code == .unimplemented)
         #expect(unknown.httpStatus == 200)
 
+        // A content type no protocol knows is 415; application/json is Connect's (400: an empty GetOrder).
+        let text = try c.start("billing.v1.Billing/GetOrder", body: Array("{}".utf8), contentType: "text/plain")
+        try c.run { c.isDone(text) }
+        #expect(c.finish(text).httpStatus == 415)
         let json = try c.start("billing.v1.Billing/GetOrder", body: Array("{}".utf8), contentType: "application/json")
         try c.run { c.isDone(json) }
-        #expect(c.finish(json).httpStatus == 415)
+        #expect(c.finish(json).httpStatus == 400)
 
         let short = try c.start("billing.v1.Billing/GetOrder", body: [0, 0, 0, 0, 9, 1, 2])
         try c.run { c.isDone(short) }
