@@ -227,3 +227,52 @@ def test_help_and_docs_say_the_truth(tmp_path):
     p = subprocess.run([binary("billingd"), "--listen", f"127.0.0.1:{free_port()}", "--database", f"sqlite:{tmp_path}/b.db",
                         "--bundle-id", "com.example.app", "--trust-root", str(root)], capture_output=True, text=True, timeout=30)
     assert p.returncode != 0 and "--apple-app-id" in p.stderr, p.stderr
+
+
+def test_billingctl_usage_errors_are_one_line_naming_the_help_to_read(server):
+    cases = [
+        (["create-order", "--account", "x"], "create-order needs --account and --product", "billingctl help create-order"),
+        (["get-order", "--product", "p"], "unknown flag --product", "billingctl help get-order"),
+        (["restore"], "restore needs --account", "billingctl help restore"),
+        (["frob"], "unknown command 'frob'", "billingctl help'"),
+        ([], "no command", "billingctl help'"),
+        (["help", "frob"], "frob", "billingctl help'"),
+    ]
+    for args, what, where in cases:
+        p = ctl(server, *args, check=False)
+        lines = p.stderr.strip().splitlines()
+        assert p.returncode == 2 and len(lines) == 1, (args, p.stderr)
+        assert what in lines[0] and where in lines[0], (args, lines[0])
+        assert p.stdout == ""
+
+
+def test_billingctl_help_per_command():
+    def run(*args):
+        p = subprocess.run([binary("billingctl"), *args], capture_output=True, text=True, timeout=30)
+        assert p.returncode == 0, (args, p.stderr)
+        return p.stdout
+    everything = run("help")
+    assert run("--help") == everything and run("-h") == everything
+    for command in ("health", "create-order", "get-order", "submit-receipt", "restore", "teststore", "entitlements", "events",
+                    "history", "transaction", "notify", "offer", "proto-json", "demo", "load", "reconcile", "lookup-order",
+                    "admin", "appstore", "verify"):
+        own = run("help", command)
+        # Its own lines only (the usage line names it), far shorter than the whole help, which holds it.
+        assert own.startswith(f"usage: billingctl [global options] {command}") or command == "lookup-order", own
+        assert command in own.splitlines()[0] and len(own.splitlines()) < len(everything.splitlines()) // 2, command
+        assert run(command, "--help") == own and run("--addr", "127.0.0.1:1", command, "-h") == own, command
+        assert own.splitlines()[0].removeprefix("usage: billingctl [global options] ") in everything, command
+    assert "--transaction-id ID ..." in run("help", "restore")
+    assert "teststore init" not in run("help", "create-order")
+
+
+def test_billingctl_restore_sends_transaction_ids(server):
+    # Without App Store Server API credentials, a restore by transaction id is refused as such: the ids reached billingd.
+    p = ctl(server, "restore", "--account", "cli-restore", "--transaction-id", "2000000000000001",
+            "--transaction-id", "2000000000000002", check=False)
+    assert p.returncode == 1, p.stderr
+    err = json.loads(p.stderr)
+    assert err["code"] == "FAILED_PRECONDITION" and err["reason"] == "APPSTORE_API_NOT_CONFIGURED", err
+    # Without them the same restore carries no proof at all.
+    p = ctl(server, "restore", "--account", "cli-restore", check=False)
+    assert p.returncode == 1 and json.loads(p.stderr)["metadata"] == {"field": "proof"}, p.stderr

@@ -5,52 +5,7 @@ import HTTP2
 import ProtoWire
 import RPC
 
-/// billingctl: a command-line client for billingd.
-let usage = """
-    usage: billingctl [--addr HOST:PORT] [--tls [--ca PATH | --insecure]] [--api-key KEY] [--timeout SECONDS] COMMAND [options]
-
-    commands:
-      health [--service NAME]                         grpc.health.v1.Health/Check
-      create-order --account ID --product ID [--idempotency-key K] [--quantity N]
-      get-order ORDER_ID
-      submit-receipt ORDER_ID (--signed-transaction JWS | --app-receipt BASE64) [--transaction-id ID]
-      restore --account ID [--app-receipt BASE64] [--signed-transaction JWS ...]
-      teststore init [DIR]                            make a local CA (root, intermediate, leaf with Apple's marker OIDs)
-      teststore receipt [--bundle-id ID] [--receipt-type Xcode|ProductionSandbox|Production]
-            --purchase PRODUCT:TRANSACTION_ID[:PURCHASE_MS[:EXPIRES_MS]] ... [--store DIR]
-      entitlements ACCOUNT [--include-inactive]         GetEntitlements, from the service's own records
-      events [--after CURSOR] [--account ID] [--limit N] [--follow]   ListEvents, one JSON line each; --follow streams
-            (WatchEvents) until interrupted; the next cursor goes to stderr
-      history ACCOUNT [--limit N] [--json]               ListTransactions, newest purchase first, every page (at most N
-            lines): purchase time, transaction id, product, price, ownership, revocation, tab-separated
-      transaction ID                                     GetTransaction: a transaction (or an original transaction's
-            newest), its account and order
-      notify URL FILE|-                                  POST an App Store notification body (HTTP/2; https:// for TLS)
-    \(OfferCommands.usage)
-    \(TestStoreCommand.usage)
-    \(ProtoJSONCommand.usage)
-      demo [--store DIR] [--bundle-id ID] [--product ID]   CreateOrder -> signed purchase -> SubmitReceipt -> retry -> Restore
-      load [--mix create=5,get=3,submit=1,receipt=1,restore=1,health=1,offer=1] [--connections N] [--concurrency N]
-            [--requests N] [--duration S] [--rate PER_SECOND] [--max-errors PERCENT] [--json] [--store DIR]
-            [--mix notify --notify-addr HOST:PORT]   pre-signed REFUND notifications over h2c, each new (durable)
-            bounded load (at most 10M calls, 1 h); counts grpc-status itself; exit 1 above --max-errors (default 0);
-            a connection that fails is retried with backoff (up to 1 s), for at most 10 s of failures in a row
-      reconcile [--since MS], lookup-order ORDER_ID     short for the admin commands below
-      admin reconcile [--since MS] | lookup-order ORDER_ID | test-notification [--environment sandbox|production]
-            | test-notification-status TOKEN [--environment E]      billing.admin.v1.Admin on billingd
-    \(AppStoreCommands.supportUsage)
-      appstore test-notification [--environment E] [--wait]   RequestTestNotification through billingd; --wait polls
-            GetTestNotificationStatus until Apple reports a send attempt (up to --timeout)
-      appstore transaction|history|statuses|lookup ID --key-id ID --issuer-id UUID --private-key PATH --bundle-id ID
-            [--url URL] [--ca PATH] [--environment sandbox|production]   the App Store Server API called directly;
-            signed items printed decoded, NOT verified
-      verify FILE|- [--kind transaction|renewal|notification|app-transaction|receipt] --root PATH ... [--bundle-id ID]
-            [--environment sandbox,production,xcode] [--app-apple-id N] [--now MS]   offline verdict (exit 3 when refused)
-    Values given as @PATH are read from that file. The test store lives in --store (default ./teststore).
-    The address defaults to $BILLING_ADDR or 127.0.0.1:50051; the API key (sent as authorization: Bearer KEY on
-    every call) to $BILLING_API_KEY. With --tls the server's certificate must name the host dialed. Answers print as JSON on stdout;
-    errors print as JSON on stderr with exit status 1 (2 for usage errors).
-    """
+/// billingctl: a command-line client for billingd. Its help is in Help.swift.
 
 struct Usage: Error { var message: String }
 
@@ -88,7 +43,6 @@ struct Options {
             case "--timeout":
                 guard let t = Double(try value(a)), t > 0 else { throw Usage(message: "--timeout needs a positive number of seconds") }
                 timeout = t
-            case "-h", "--help": throw Usage(message: "")
             default:
                 if command.isEmpty && !a.hasPrefix("-") {
                     command = a
@@ -121,7 +75,7 @@ struct Options {
         "create-order": ["account", "product", "idempotency-key", "quantity"],
         "get-order": ["order-id"],
         "submit-receipt": ["order-id", "signed-transaction", "app-receipt", "transaction-id"],
-        "restore": ["account", "app-receipt", "signed-transaction"],
+        "restore": ["account", "app-receipt", "signed-transaction", "transaction-id"],
         "teststore": TestStoreCommand.flags,
         "entitlements": ["account", "include-inactive"],
         "events": ["after", "account", "limit", "follow"],
@@ -140,6 +94,22 @@ struct Options {
         "verify": ["kind", "root", "bundle-id", "environment", "app-apple-id", "now", "xcode-decode-only"],
         "offer": ["kind", "product", "offer", "order", "transaction-id", "bundle-id", "allow-introductory-offer"],
     ]
+
+    /// The command word of an argument list (the first word that is neither a global flag nor its value); nil
+    /// when there is none. Usage errors and `--help` use it before, or without, a full parse.
+    static func commandWord(_ args: [String]) -> String? {
+        var i = 0
+        while i < args.count {
+            let a = args[i]
+            if ["--addr", "--ca", "--api-key", "--timeout"].contains(a) {
+                i += 2
+                continue
+            }
+            if !a.hasPrefix("-") { return a }
+            i += 1
+        }
+        return nil
+    }
 
     func client() throws -> Client {
         let context = tls ? try TLSContext(clientCAPath: ca, insecure: insecure) : nil
@@ -193,9 +163,24 @@ func tlsHint(_ error: SocketError) -> String? {
     }
 }
 
+/// `billingctl help [COMMAND]`, or `--help` / `-h` anywhere: the help asked for, on stdout.
+func printHelp(_ args: [String]) throws {
+    var command = Options.commandWord(args)
+    if command == "help" {
+        let rest = args.drop(while: { $0 != "help" }).dropFirst().filter { !$0.hasPrefix("-") }
+        guard rest.count <= 1 else { throw Usage(message: "help takes one command") }
+        command = rest.first
+    }
+    guard let command else { return print(Help.full) }
+    guard let text = Help.topic(command) else { throw Usage(message: "no command '\(command)'") }
+    print(text)
+}
+
 func run() throws {
-    if CommandLine.arguments.dropFirst().first == "proto-json" { return try ProtoJSONCommand.run(Array(CommandLine.arguments.dropFirst(2))) }
-    let options = try Options(Array(CommandLine.arguments.dropFirst()))
+    let args = Array(CommandLine.arguments.dropFirst())
+    if Options.commandWord(args) == "help" || args.contains("--help") || args.contains("-h") { return try printHelp(args) }
+    if args.first == "proto-json" { return try ProtoJSONCommand.run(Array(args.dropFirst())) }
+    let options = try Options(args)
     switch options.command {
     case "health":
         let r = try call(
@@ -240,6 +225,7 @@ func run() throws {
         req.accountID = account
         if let receipt = options.named["app-receipt"] { req.appReceipt = try readValue(receipt) }
         for jws in options.repeated["signed-transaction"] ?? [] { req.signedTransactions.append(try readValue(jws)) }
+        req.transactionIDs = options.repeated["transaction-id"] ?? []
         let r = try call(options, "billing.v1.Billing/RestorePurchases", req, RestorePurchasesResponse.self)
         print(JSON.restoreResponse(r))
     case "entitlements":
@@ -287,9 +273,10 @@ func readValue(_ value: String) throws -> String {
 do {
     try run()
 } catch let u as Usage {
-    if !u.message.isEmpty { FileHandle.standardError.write(Data("billingctl: \(u.message)\n".utf8)) }
-    FileHandle.standardError.write(Data((usage + "\n").utf8))
-    exit(u.message.isEmpty ? 0 : 2)
+    // One line: what was wrong, and the help to read (never the whole help).
+    let command = Options.commandWord(Array(CommandLine.arguments.dropFirst()))
+    FileHandle.standardError.write(Data((Help.errorLine(u.message, command: command == "help" ? nil : command) + "\n").utf8))
+    exit(2)
 } catch {
     FileHandle.standardError.write(Data("billingctl: \(error)\n".utf8))
     exit(1)
