@@ -502,7 +502,7 @@ def test_connect_errors(srv, transport):
 
         connect_code(post("{}", path=f"{srv.url}/billing.v1.Billing/Nope"), 501, "unimplemented")
         connect_code(post("{}", path=f"{srv.url}/made.up.Service/Nope"), 501, "unimplemented")
-        # Server streams are not served over Connect (README): unimplemented.
+        # A server stream asked for with a unary content type: unimplemented (it takes application/connect+json).
         connect_code(post("{}", path=f"{srv.url}/billing.v1.Billing/WatchEvents"), 501, "unimplemented")
         # Malformed JSON, a JSON value of the wrong type, not an object, and undecodable protobuf.
         for body in ('{"orderId":', '{"orderId": 5}', "[]", "null"):
@@ -788,3 +788,51 @@ def test_calling_md_snippets_run(srv, keyed, tmp_path):
             assert expected in r.stdout.decode(), f"'{expected}' not in the output of the {report}"
         ran += 1
     assert ran == len(blocks)
+
+
+WATCH = MethodInfo(name="WatchEvents", service_name="billing.v1.Billing", input=pb.WatchEventsRequest, output=pb.Event,
+                   idempotency_level=IdempotencyLevel.UNKNOWN, stream_type=StreamType.SERVER_STREAM)
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+@pytest.mark.parametrize("protocol", ["connect", "grpc-web"])
+@pytest.mark.parametrize("codec", ["proto", "json"])
+def test_watch_events_streams_over_connect_and_grpc_web(own, transport, protocol, codec):
+    """WatchEvents (a server stream) over Connect's envelopes and gRPC-Web's frames: the same events, in cursor
+    order, as grpcio sees; the client's deadline ends the stream with deadline_exceeded."""
+    s = own()
+    for _ in range(3):
+        s.stub.CreateOrder(pb.CreateOrderRequest(account_id="watch", product_id="com.example.premium"), timeout=5)
+    expected = [e.cursor for e in s.stub.ListEvents(pb.ListEventsRequest(after_cursor=0, limit=100), timeout=5).events]
+    assert len(expected) >= 3
+    t = SyncHTTPTransport(http_version=HTTPVersion.HTTP2 if transport == "http2" else HTTPVersion.HTTP1)
+    client = ConnectClientSync(s.url, protocol=PROTOCOLS[protocol], codec=CODECS[codec](), http_client=SyncClient(t),
+                               timeout_ms=1500, send_compression=None)
+    got = []
+    with pytest.raises(ConnectError) as ended:
+        for event in client.execute_server_stream(request=pb.WatchEventsRequest(after_cursor=0), method=WATCH):
+            got.append(event.cursor)
+            if len(got) == len(expected):
+                # A new event arrives live on the same stream.
+                s.stub.CreateOrder(pb.CreateOrderRequest(account_id="watch", product_id="com.example.premium"), timeout=5)
+    assert got[:len(expected)] == expected and len(got) == len(expected) + 1, got
+    assert ended.value.code.name == "DEADLINE_EXCEEDED", ended.value
+
+
+def test_watch_events_stream_by_hand_connect_json_http2(own):
+    """The wire form, without a Connect library: an envelope in, envelopes and the end-of-stream message out."""
+    s = own()
+    s.stub.CreateOrder(pb.CreateOrderRequest(account_id="hand", product_id="com.example.premium"), timeout=5)
+    request = b'{"afterCursor":"0","accountId":"hand"}'
+    body = b"\x00" + len(request).to_bytes(4, "big") + request
+    with hx("http2") as c:
+        r = c.post(f"{s.url}/billing.v1.Billing/WatchEvents", content=body,
+                   headers={"content-type": "application/connect+json", "connect-timeout-ms": "800"})
+    assert r.status_code == 200 and r.headers["content-type"] == "application/connect+json"
+    data, frames = r.content, []
+    while data:
+        flags, n = data[0], int.from_bytes(data[1:5], "big")
+        frames.append((flags, json.loads(data[5:5 + n])))
+        data = data[5 + n:]
+    assert frames[0][0] == 0 and frames[0][1]["accountId"] == "hand", frames
+    assert frames[-1][0] == 2 and frames[-1][1]["error"]["code"] == "deadline_exceeded", frames

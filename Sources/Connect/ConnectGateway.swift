@@ -163,7 +163,13 @@ public final class ConnectGateway: Sendable {
         let metadata = request.headers.filter { !Self.transportFields.contains($0.name) }
         var deadline: ContinuousClock.Instant?
         let cap = configuration.maxDeadlineNanoseconds
-        var timeout: Int64? = cap > 0 ? cap : nil
+        let isStream: Bool
+        if case .serverStreaming = route { isStream = true } else { isStream = false }
+        // A timeout the client asks for is capped by the server's; without one, a unary call's context carries the
+        // cap as its deadline (handlers stop there) and a stream has none, as over gRPC. A timer runs only for an
+        // asked timeout (none per call otherwise).
+        var timeout: Int64?
+        if cap > 0 && !isStream { deadline = started.advanced(by: .nanoseconds(cap)) }
         switch Self.timeout(request, kind: kind) {
         case .none: break
         case .some(.some(let nanos)): timeout = cap > 0 ? min(nanos, cap) : nanos
@@ -175,10 +181,17 @@ public final class ConnectGateway: Sendable {
             method: methodName, metadata: metadata, deadline: deadline, peer: request.peer,
             requestID: RequestID(prefix: requestIDPrefix, number: number), cancellation: cancellation)
         if let refusal = router.refusal(for: context) { return answer(.failure(refusal)) }
+        if case .serverStreaming(_, let handler) = route {
+            return stream(
+                request, kind: kind, path: path, context: context, timeout: timeout, handler: handler,
+                respond: { respond(self.cors($0, origin: origin)) }, record: record)
+        }
         guard case .unary(_, let handler) = route else {
             if route == nil { return answer(.failure(.unimplemented(methodName))) }
-            return answer(
-                .failure(RPCError(code: .unimplemented, message: "\(methodName) streams: call it over gRPC (Connect and gRPC-Web serve unary calls)")))
+            return answer(.failure(RPCError(code: .unimplemented, message: "\(methodName) is bidirectional: call it over gRPC")))
+        }
+        if case .connectStream = kind {
+            return answer(.failure(RPCError(code: .unimplemented, message: "\(methodName) is unary: use application/proto or application/json")))
         }
         let message: [UInt8]
         do throws(RPCError) {
@@ -204,6 +217,102 @@ public final class ConnectGateway: Sendable {
             }
         }
         handler(context, message, Responder { result in finish(result.map { Array($0.dropFirst(MessageFraming.prefixSize)) }) })
+    }
+
+    /// A server-streaming call over Connect (`application/connect+proto|json`: envelopes, then the end-of-stream
+    /// message) or gRPC-Web (frames, then the trailer frame; `-text`: each chunk base64): status 200 and a body
+    /// written as the handler sends. Messages the peer has not taken count against the writer's budget until
+    /// the transport takes them, so a stalled reader is ended as over gRPC.
+    private func stream(
+        _ request: HTTPRequest, kind: RequestKind, path: String, context: CallContext, timeout: Int64?,
+        handler: @escaping ServerStreamingHandler, respond: @escaping @Sendable (HTTPResponse) -> Void,
+        record: @escaping @Sendable (RPCError?) -> Void
+    ) {
+        let codec: RequestKind.Codec
+        let text: Bool
+        switch kind {
+        case .connectStream(let c): (codec, text) = (c, false)
+        case .grpcWeb(let t, let c): (codec, text) = (c, t)
+        default:
+            let error = RPCError(code: .unimplemented, message: "\(context.method) streams: use application/connect+proto or +json")
+            respond(errorResponse(error, kind: kind))
+            return record(error)
+        }
+        let contentType: String
+        if case .connectStream = kind {
+            contentType = codec == .json ? "application/connect+json" : "application/connect+proto"
+        } else {
+            contentType = (text ? "application/grpc-web-text+" : "application/grpc-web+") + (codec == .json ? "json" : "proto")
+        }
+        let outputType = registry.method(path: path)?.outputType ?? ""
+        let isConnect: Bool
+        if case .connectStream = kind { isConnect = true } else { isConnect = false }
+        /// One message or the end, as this protocol frames it.
+        let encodeText: @Sendable ([UInt8]) -> [UInt8] = { text ? Array(Base64.encode($0, padded: true).utf8) : $0 }
+        let end: @Sendable (RPCError?) -> [UInt8] = { error in
+            if isConnect {
+                let json = Array((error.map { "{\"error\":" + ConnectError.json($0) + "}" } ?? "{}").utf8)
+                return encodeText(Self.envelope(json, flags: 0x02))
+            }
+            return encodeText(GRPCWeb.trailerFrame(error))
+        }
+        let body = HTTPBodyStream()
+        let once = Atomic<Bool>(false)
+        let done: @Sendable (RPCError?) -> Void = { [self] error in
+            guard once.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged else { return }
+            inFlight.subtract(1, ordering: .relaxed)
+            record(error)
+        }
+        let message: [UInt8]
+        do throws(RPCError) {
+            message = try requestMessage(request, kind: kind, path: path)
+        } catch {
+            respond(HTTPResponse(status: 200, contentType: contentType, body: end(error)))
+            return record(error)
+        }
+        if inFlight.add(1, ordering: .relaxed).newValue > configuration.maxInFlight {
+            inFlight.subtract(1, ordering: .relaxed)
+            respond(HTTPResponse(status: 200, contentType: contentType, body: end(.overloaded)))
+            return record(.overloaded)
+        }
+        let cancellation = context.cancellation
+        let writer = StreamWriter(cancellation: cancellation) { [registry] event in
+            switch event {
+            case .message(let framed):
+                var payload = Array(framed.dropFirst(MessageFraming.prefixSize))
+                if codec == .json {
+                    guard let json = try? registry.toJSON(outputType, binary: payload) else { return }
+                    payload = json
+                }
+                body.write(encodeText(isConnect ? Self.envelope(payload, flags: 0) : MessageFraming.frame(payload)), credit: framed.count)
+            case .finish(let error):
+                body.finish(last: end(error))
+                done(error)
+            case .abort(let error):
+                body.finish(last: end(error), dropPending: true)
+                done(error)
+            }
+        }
+        body.onTaken { writer.consumed($0) }
+        body.onCancel {
+            cancellation.cancel()
+            done(.cancelled)
+        }
+        if let timeout {
+            DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(Int(min(timeout, Int64(Int.max))))) {
+                cancellation.cancel()
+                writer.abort(.deadlineExceeded)
+            }
+        }
+        respond(HTTPResponse(status: 200, contentType: contentType, stream: body))
+        handler(context, message, writer)
+    }
+
+    /// A Connect envelope: flags, the 4-byte big-endian length, the payload.
+    private static func envelope(_ payload: [UInt8], flags: UInt8) -> [UInt8] {
+        let n = payload.count
+        return [flags, UInt8(truncatingIfNeeded: n >> 24), UInt8(truncatingIfNeeded: n >> 16), UInt8(truncatingIfNeeded: n >> 8), UInt8(truncatingIfNeeded: n)]
+            + payload
     }
 
     /// Header fields that belong to the transport, not to the call's metadata.
@@ -251,7 +360,19 @@ public final class ConnectGateway: Sendable {
             let (message, compressed) = try GRPCWeb.requestMessage(bytes, maxMessageBytes: limit)
             payload = message
             encoding = compressed ? (request.header("grpc-encoding") ?? "") : nil
-        case .connectStream, .grpcOverHTTP1:
+        case .connectStream(let c):
+            // One envelope: flags (1: compressed with connect-content-encoding), a 4-byte length, the message.
+            codec = c
+            let body = request.body
+            guard body.count >= 5, body[0] & ~UInt8(1) == 0 else {
+                throw RPCError(code: .invalidArgument, message: "the body is not one Connect envelope")
+            }
+            let length = Int(body[1]) << 24 | Int(body[2]) << 16 | Int(body[3]) << 8 | Int(body[4])
+            guard length <= limit else { throw .messageTooLarge(size: length, limit: limit) }
+            guard body.count == 5 + length else { throw RPCError(code: .invalidArgument, message: "the body is not exactly one Connect envelope") }
+            payload = Array(body[5...])
+            encoding = body[0] & 1 == 1 ? (request.header("connect-content-encoding") ?? "") : nil
+        case .grpcOverHTTP1:
             throw RPCError(code: .unimplemented, message: "this content type is not served for \(path)")
         }
         if let encoding, !encoding.isEmpty, encoding != "identity" {

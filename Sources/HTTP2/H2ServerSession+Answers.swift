@@ -45,6 +45,18 @@ extension H2ServerSession {
         guard let stream = stream(streamID), let session else {
             return Int(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue)
         }
+        if let body = stream.bodyStream {
+            // A body written while it is sent: what is there now, deferred until more comes, EOF at its end.
+            let (bytes, ended) = body.take(max: length)
+            if !bytes.isEmpty {
+                bytes.withUnsafeBytes { UnsafeMutableRawPointer(buffer).copyMemory(from: $0.baseAddress!, byteCount: bytes.count) }
+            }
+            if ended {
+                flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue
+                return bytes.count
+            }
+            return bytes.isEmpty ? Int(NGHTTP2_ERR_DEFERRED.rawValue) : bytes.count
+        }
         let n = min(length, stream.body.count - stream.bodyOffset)
         if n > 0 {
             stream.body.withUnsafeBytes { raw in

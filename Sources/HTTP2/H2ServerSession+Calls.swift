@@ -73,6 +73,10 @@ extension H2ServerSession {
 
     /// Ends what a closing stream still holds: its buffer, its timer, and a call still running (cancelled).
     func abandon(_ stream: ServerStream) {
+        if let body = stream.bodyStream {
+            body.cancel()  // the client went away before the end: the producer stops
+            stream.bodyStream = nil
+        }
         releaseBuffer(stream)
         if let timer = stream.timerID {
             host.cancelTimer(timer)

@@ -74,10 +74,8 @@ extension H2ServerSession {
     func submitResponse(_ stream: ServerStream) {
         guard let session, let response = stream.response else { return }
         stream.response = nil
-        var fields: [(String, String)] = [
-            (":status", String(response.status)), ("content-type", response.contentType),
-            ("content-length", String(response.body.count)),
-        ]
+        var fields: [(String, String)] = [(":status", String(response.status)), ("content-type", response.contentType)]
+        if response.stream == nil { fields.append(("content-length", String(response.body.count))) }
         for (name, value) in response.headers {
             let lower = name.lowercased()
             switch lower {
@@ -88,6 +86,20 @@ extension H2ServerSession {
             }
         }
         let headers = HeaderList(fields)
+        if let body = response.stream {
+            stream.bodyStream = body
+            let id = stream.id
+            body.attach { [self] in
+                host.execute {
+                    guard let s = self.stream(id), s.bodyStream === body, let session = self.session else { return }
+                    nghttp2_session_resume_data(session, id)
+                    self.output.outputPending()
+                }
+            }
+            var provider = nghttp2_data_provider(source: nghttp2_data_source(ptr: nil), read_callback: readBodyCallback)
+            nghttp2_submit_response(session, stream.id, headers.nva, headers.count, &provider)
+            return
+        }
         if response.body.isEmpty || stream.method == "HEAD" {
             nghttp2_submit_response(session, stream.id, headers.nva, headers.count, nil)
             return

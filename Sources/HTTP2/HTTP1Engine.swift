@@ -35,6 +35,8 @@ final class HTTP1Engine: EventHandler {
     private var nextID: UInt64 = 1
     /// Requests with their handler, by id.
     private var waiting: [UInt64: HTTP1Request] = [:]
+    /// Streamed answers being sent (libmicrohttpd must meet no suspended connection when it stops).
+    var streaming: [ObjectIdentifier: HTTP1BodyContext] = [:]
 
     init(loop: EventLoop, service: HTTPService, shared: ServerShared) throws(SocketError) {
         self.loop = loop
@@ -133,6 +135,14 @@ final class HTTP1Engine: EventHandler {
             MHD_resume_connection(request.connection)
         }
         waiting.removeAll()
+        // Streamed answers end here: their connections close (libmicrohttpd must meet none suspended).
+        for context in streaming.values {
+            context.closing = true
+            if context.suspended {
+                context.suspended = false
+                MHD_resume_connection(context.connection)
+            }
+        }
         run()
         let end = Monotonic.now() &+ drainNanoseconds
         func poll() {
@@ -245,8 +255,20 @@ final class HTTP1Engine: EventHandler {
     }
 
     private func queue(_ response: HTTPResponse, on connection: OpaquePointer) -> MHD_Result {
-        let made = response.body.withUnsafeBytes {
-            MHD_create_response_from_buffer($0.count, UnsafeMutableRawPointer(mutating: $0.baseAddress), .RESPMEM_MUST_COPY)
+        let made: OpaquePointer?
+        if let body = response.stream {
+            // Chunked: libmicrohttpd pulls what the stream has; with nothing yet, the connection is suspended
+            // until the producer writes (or ends) and the loop resumes it.
+            let context = HTTP1BodyContext(engine: self, connection: connection, body: body)
+            streaming[ObjectIdentifier(context)] = context
+            let bound = LoopBound(context, loop: loop)
+            body.attach { bound.execute { $0.wake() } }
+            made = MHD_create_response_from_callback(
+                UInt64.max, 16 * 1024, http1BodyReader, Unmanaged.passRetained(context).toOpaque(), http1BodyFree)
+        } else {
+            made = response.body.withUnsafeBytes {
+                MHD_create_response_from_buffer($0.count, UnsafeMutableRawPointer(mutating: $0.baseAddress), .RESPMEM_MUST_COPY)
+            }
         }
         guard let made else { return .NO }
         defer { MHD_destroy_response(made) }
@@ -270,6 +292,63 @@ final class HTTP1Request {
         self.connection = connection
         self.request = request
     }
+}
+
+/// A streamed answer's state between libmicrohttpd's reader calls; touched on the engine's loop only.
+final class HTTP1BodyContext {
+    unowned let engine: HTTP1Engine
+    let connection: OpaquePointer
+    let body: HTTPBodyStream
+    var suspended = false
+    var ended = false
+    /// libmicrohttpd dropped the answer (and may free the connection): nothing may touch it any more.
+    var freed = false
+    /// The server is stopping: the answer ends now, with an error (the connection closes).
+    var closing = false
+
+    init(engine: HTTP1Engine, connection: OpaquePointer, body: HTTPBodyStream) {
+        self.engine = engine
+        self.connection = connection
+        self.body = body
+    }
+
+    /// libmicrohttpd wants up to `max` bytes: what the stream has, its end, or a suspension until it writes.
+    func read(into buffer: UnsafeMutablePointer<CChar>, max: Int) -> Int {
+        if closing { return -2 }  // MHD_CONTENT_READER_END_WITH_ERROR
+        let (bytes, ended) = body.take(max: max)
+        if !bytes.isEmpty {
+            bytes.withUnsafeBytes { UnsafeMutableRawPointer(buffer).copyMemory(from: $0.baseAddress!, byteCount: bytes.count) }
+            return bytes.count
+        }
+        if ended {
+            self.ended = true
+            return -1  // MHD_CONTENT_READER_END_OF_STREAM
+        }
+        MHD_suspend_connection(connection)
+        suspended = true
+        return 0
+    }
+
+    /// The producer wrote or ended: a suspended connection goes on.
+    func wake() {
+        guard suspended, !freed else { return }
+        suspended = false
+        MHD_resume_connection(connection)
+        engine.run()
+    }
+}
+
+private let http1BodyReader: MHD_ContentReaderCallback = { cls, _, buffer, max in
+    guard let cls, let buffer else { return -2 }  // MHD_CONTENT_READER_END_WITH_ERROR
+    return Unmanaged<HTTP1BodyContext>.fromOpaque(cls).takeUnretainedValue().read(into: buffer, max: max)
+}
+
+private let http1BodyFree: MHD_ContentReaderFreeCallback = { cls in
+    guard let cls else { return }
+    let context = Unmanaged<HTTP1BodyContext>.fromOpaque(cls).takeRetainedValue()
+    context.freed = true
+    context.engine.streaming[ObjectIdentifier(context)] = nil
+    if !context.ended { context.body.cancel() }  // the connection went before the end: the producer stops
 }
 
 // MARK: libmicrohttpd callbacks: find the engine through `cls`, never throw into C.

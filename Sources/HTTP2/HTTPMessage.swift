@@ -43,6 +43,8 @@ public struct HTTPResponse: Sendable {
     public var body: [UInt8]
     /// Extra header fields, e.g. `("Retry-After", "5")`; HTTP/2 sends the names lower-cased.
     public var headers: [(String, String)]
+    /// A body written while it is sent (no `Content-Length`; HTTP/1.1 chunked): `body` is ignored then.
+    public var stream: HTTPBodyStream?
 
     /// An answer with a body of bytes.
     public init(status: Int, contentType: String = "text/plain; charset=utf-8", body: [UInt8] = [], headers: [(String, String)] = []) {
@@ -50,6 +52,12 @@ public struct HTTPResponse: Sendable {
         self.contentType = contentType
         self.body = body
         self.headers = headers
+    }
+
+    /// An answer whose body `stream` produces while it is sent.
+    public init(status: Int, contentType: String, stream: HTTPBodyStream, headers: [(String, String)] = []) {
+        self.init(status: status, contentType: contentType, body: [], headers: headers)
+        self.stream = stream
     }
 
     /// An answer with a text body (UTF-8).

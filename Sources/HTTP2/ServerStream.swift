@@ -42,6 +42,8 @@ final class ServerStream {
     var bodyOffset = 0
     /// A plain HTTP exchange's request body as it arrives, and its answer until it is submitted.
     var requestBody: [UInt8] = []
+    /// An exchange's answer body written while it is sent (a server stream over Connect or gRPC-Web).
+    var bodyStream: HTTPBodyStream?
     /// When the sweep first saw this stream's header block unfinished (0: not yet): a block that keeps
     /// arriving past the handshake deadline ends the connection.
     var headersSeenAt: UInt64 = 0
@@ -98,6 +100,7 @@ final class ServerStream {
         bodyOffset = 0
         requestBody = []
         response = nil
+        bodyStream = nil
         headersSeenAt = 0
     }
 }

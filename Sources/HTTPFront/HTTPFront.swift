@@ -37,6 +37,8 @@ public final class HTTPFront: Sendable {
         // connection timeout): after the request timeout.
         config.idleTimeoutNanoseconds = Int64(max(1, configuration.requestTimeoutSeconds)) * 1_000_000_000
         config.keepsCallNotes = false
+        // Every request is the service's, gRPC's content type included (it answers what it does not serve).
+        config.servesGRPC = false
         config.http = HTTPService(
             maxBodyBytes: configuration.maxBodyBytes, maxHeaderBytes: configuration.maxHeaderBytes,
             requestTimeoutSeconds: configuration.requestTimeoutSeconds, precheck: precheck, handler: handler)
