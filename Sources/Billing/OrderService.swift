@@ -35,7 +35,7 @@ public final class OrderService: Sendable {
 
     /// Validates a request and returns the order to insert (not yet stored).
     public func validate(_ request: CreateRequest) throws(BillingError) -> NewOrder {
-        try Self.checkText(request.accountID, field: "account_id", max: Limits.accountID, required: true)
+        try Self.checkAccountID(request.accountID, required: true)
         try Self.checkText(request.productID, field: "product_id", max: Limits.productID, required: true)
         try Self.checkText(request.idempotencyKey, field: "idempotency_key", max: Limits.idempotencyKey, required: false)
         let quantity = request.quantity == 0 ? 1 : request.quantity
@@ -62,6 +62,35 @@ public final class OrderService: Sendable {
         for scalar in value.unicodeScalars where scalar.value < 0x20 || scalar.value == 0x7F {
             throw .invalidField(field: field, problem: "contains control characters")
         }
+    }
+
+    /// An account id: `checkText`'s rules, and nothing a person cannot see or that reorders the text around it.
+    ///
+    /// Refused anywhere in the id: Unicode general categories Cc (C0 and C1 controls), Cf (format characters:
+    /// bidi overrides and isolates such as U+202E, zero-width characters such as U+200B, U+FEFF), Zl (U+2028) and
+    /// Zp (U+2029); at either end: white space (Unicode White_Space, U+0020 and U+00A0 among them).
+    public static func checkAccountID(_ value: String, required: Bool) throws(BillingError) {
+        try checkText(value, field: "account_id", max: Limits.accountID, required: required)
+        for scalar in value.unicodeScalars {
+            let category: String? =
+                switch scalar.properties.generalCategory {
+                case .control: "a control character (Unicode Cc)"
+                case .format: "a format character (Unicode Cf)"
+                case .lineSeparator: "a line separator (Unicode Zl)"
+                case .paragraphSeparator: "a paragraph separator (Unicode Zp)"
+                default: nil
+                }
+            if let category { throw .invalidField(field: "account_id", problem: "contains \(codePoint(scalar)), \(category)") }
+        }
+        if let end = [value.unicodeScalars.first, value.unicodeScalars.last].compactMap({ $0 }).first(where: \.properties.isWhitespace) {
+            throw .invalidField(field: "account_id", problem: "begins or ends with white space (\(codePoint(end)))")
+        }
+    }
+
+    /// `U+202E`: how a refused character is named (never the character itself, which may reorder the message).
+    private static func codePoint(_ scalar: Unicode.Scalar) -> String {
+        let hex = String(scalar.value, radix: 16, uppercase: true)
+        return "U+" + String(repeating: "0", count: max(0, 4 - hex.count)) + hex
     }
 
     /// Opens an order, or answers the one an idempotency key already made with the same fields.

@@ -51,7 +51,7 @@ public final class PurchaseEngine: Sendable {
         completion: @escaping @Sendable (Result<[Entitlement], BillingError>) -> Void
     ) {
         do throws(BillingError) {
-            try OrderService.checkText(accountID, field: "account_id", max: OrderService.Limits.accountID, required: true)
+            try OrderService.checkAccountID(accountID, required: true)
         } catch {
             return completion(.failure(error))
         }
@@ -172,7 +172,7 @@ public final class PurchaseEngine: Sendable {
         completion: @escaping @Sendable (Result<[Entitlement], BillingError>) -> Void
     ) {
         do throws(BillingError) {
-            try OrderService.checkText(accountID, field: "account_id", max: OrderService.Limits.accountID, required: true)
+            try OrderService.checkAccountID(accountID, required: true)
         } catch {
             return completion(.failure(error))
         }

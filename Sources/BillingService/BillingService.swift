@@ -220,7 +220,7 @@ public final class BillingService: Sendable {
         if !ids.isEmpty, let appStore {
             // The account id is checked before anyone calls Apple.
             do throws(BillingError) {
-                try OrderService.checkText(request.accountID, field: "account_id", max: OrderService.Limits.accountID, required: true)
+                try OrderService.checkAccountID(request.accountID, required: true)
             } catch {
                 return answer(error, context, responder)
             }
@@ -248,7 +248,7 @@ public final class BillingService: Sendable {
     static func accountFilter(_ raw: String) -> Result<String?, BillingError> {
         if raw.isEmpty { return .success(nil) }
         do throws(BillingError) {
-            try OrderService.checkText(raw, field: "account_id", max: OrderService.Limits.accountID, required: false)
+            try OrderService.checkAccountID(raw, required: false)
         } catch {
             return .failure(error)
         }
@@ -259,7 +259,7 @@ public final class BillingService: Sendable {
     static func checkAccount(_ raw: String, _ context: CallContext) -> BillingError? {
         if !raw.isEmpty && raw.utf8.count <= OrderService.Limits.accountID { context.note("account_id", raw) }
         do throws(BillingError) {
-            try OrderService.checkText(raw, field: "account_id", max: OrderService.Limits.accountID, required: true)
+            try OrderService.checkAccountID(raw, required: true)
         } catch {
             return error
         }

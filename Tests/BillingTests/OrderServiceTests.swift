@@ -66,6 +66,29 @@ struct OrderServiceTests {
         #expect(f == field)
     }
 
+    @Test(
+        "account ids refuse controls, format characters, line and paragraph separators, and white space at either end",
+        arguments: [
+            "\u{202E}gnp.exe", "a\u{200B}b", "a\u{2028}b", "a\u{2029}b", "\u{FEFF}a", "a\u{2066}b\u{2069}", "a\u{85}b",
+            "a\u{7F}", " a", "a ", "a\u{A0}", "\u{3000}a", "a\t",
+        ])
+    func invisibleAccountIDs(_ accountID: String) {
+        guard case .failure(.invalidField(let field, let problem)) = create(service(), .init(accountID: accountID, productID: "p")) else {
+            Issue.record("expected INVALID_FIELD for \(accountID.unicodeScalars.map { String($0.value, radix: 16) })")
+            return
+        }
+        #expect(field == "account_id")
+        // The message names the code point, never the character itself.
+        #expect(!problem.unicodeScalars.contains { $0.value > 0x7E })
+    }
+
+    @Test("account ids may hold inner spaces and any visible script", arguments: ["user 42", "José", "用户-7", "a\u{301}"])
+    func visibleAccountIDs(_ accountID: String) throws {
+        let order = try create(service(), .init(accountID: accountID, productID: "p")).get()
+        #expect(order.accountID == accountID)
+        try OrderService.checkAccountID(accountID, required: true)
+    }
+
     @Test("128-byte account ids and 1000 items are allowed")
     func limits() throws {
         let order = try create(service(), .init(accountID: String(repeating: "é", count: 64), productID: "p", quantity: 1000)).get()
