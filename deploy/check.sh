@@ -57,6 +57,34 @@ for path in ["deploy/Dockerfile", "deploy/docker-compose.yml", "deploy/README.md
                 assert os.path.exists(cited), f"{path} cites {cited}, which does not exist"
 PY
 ); then ok "secrets and exposure"; else bad "secrets and exposure" "$out"; fi
+# Scoped keys: make-secrets.sh and the Secret template give the app's backend no Admin and nobody "*";
+# the App Store Server API key has one place, the same in compose, the manifests and billingd.env.
+if out=$(python3 - <<'PY' 2>&1
+import json, os, re, subprocess, tempfile, yaml
+d = tempfile.mkdtemp()
+printed = subprocess.run(["bash", "deploy/make-secrets.sh", d], capture_output=True, text=True, check=True).stdout
+generated = json.load(open(f"{d}/api-keys.json"))["keys"]
+template = json.loads(yaml.safe_load(open("deploy/k8s/secret.yaml"))["stringData"]["api-keys.json"])["keys"]
+for source, keys in (("make-secrets.sh", generated), ("k8s/secret.yaml", template)):
+    methods = {k["name"]: k["methods"] for k in keys}
+    assert set(methods) == {"app-backend", "operator"}, (source, methods)
+    assert all("*" not in m for m in methods.values()), (source, "a key for every method")
+    assert not any(m.startswith("billing.admin.v1.Admin") for m in methods["app-backend"]), (source, "app-backend can call Admin")
+    assert "billing.v1.Billing/*" in methods["app-backend"], source
+    assert methods["operator"][0] == "billing.admin.v1.Admin/*" and not any(m.startswith("billing.v1.") for m in methods["operator"]), source
+assert len(re.findall(r"API key .*: [0-9a-f]{64}$", printed, re.M)) == 2, printed
+path = "/etc/billingd/appstore/AuthKey.p8"
+assert f"# BILLING_APPSTORE_API_PRIVATE_KEY={path}" in open(f"{d}/billingd.env").read()
+assert os.path.isdir(f"{d}/appstore")
+compose = yaml.safe_load(open("deploy/docker-compose.yml"))["services"]["billingd"]
+assert "./secrets/appstore:/etc/billingd/appstore:ro" in compose["volumes"], compose.get("volumes")
+deployment = yaml.safe_load(open("deploy/k8s/deployment.yaml"))["spec"]["template"]["spec"]
+mounts = {m["name"]: m["mountPath"] for m in deployment["containers"][0]["volumeMounts"]}
+volumes = {v["name"]: v for v in deployment["volumes"]}
+assert mounts["appstore"] == os.path.dirname(path) and volumes["appstore"]["secret"]["optional"] is True
+assert f'BILLING_APPSTORE_API_PRIVATE_KEY: "{path}"' in open("deploy/k8s/configmap.yaml").read()
+PY
+); then ok "scoped keys and the App Store key's place"; else bad "scoped keys" "$out"; fi
 
 if [ "$(id -u)" -ne 0 ]; then
   if [ "${CI:-}" = "true" ]; then bad "rootfs" "needs root under CI"; else echo "deploy: rootfs skipped (needs root)"; fi
