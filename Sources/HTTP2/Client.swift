@@ -74,20 +74,14 @@ public final class Client {
         self.transport = transport
         self.authority = authority
         self.timeoutNanoseconds = UInt64(max(1, timeoutSeconds)) * 1_000_000_000
-        var callbacks: OpaquePointer?
-        nghttp2_session_callbacks_new(&callbacks)
-        defer { nghttp2_session_callbacks_del(callbacks) }
-        nghttp2_session_callbacks_set_on_header_callback(callbacks, clientOnHeader)
-        nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks, clientOnFrameRecv)
-        nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks, clientOnData)
-        nghttp2_session_callbacks_set_on_stream_close_callback(callbacks, clientOnStreamClose)
-        var s: OpaquePointer?
-        nghttp2_session_client_new(&s, callbacks, Unmanaged.passUnretained(self).toOpaque())
-        session = s
-        var settings = [nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE.rawValue), value: 1 << 20)]
-        nghttp2_submit_settings(s, UInt8(NGHTTP2_FLAG_NONE.rawValue), &settings, 1)
-        nghttp2_session_set_local_window_size(s, UInt8(NGHTTP2_FLAG_NONE.rawValue), 0, 16 << 20)
+        session = NGHTTP2Setup.makeSession(
+            .client, callbacks: Self.nghttp2Callbacks, options: .init(), settings: .init(),
+            userData: Unmanaged.passUnretained(self).toOpaque())
     }
+
+    /// The client's nghttp2 callbacks: answer headers and trailers, DATA, and the end of each stream.
+    private static let nghttp2Callbacks = NGHTTP2Setup.Callbacks(
+        onHeader: clientOnHeader, onFrameRecv: clientOnFrameRecv, onDataChunkRecv: clientOnData, onStreamClose: clientOnStreamClose)
 
     deinit {
         if let session { nghttp2_session_del(session) }

@@ -3,15 +3,10 @@ import CNGHTTP2
 // nghttp2 callbacks: they find the session through user_data and never throw into C.
 
 extension H2ServerSession {
-    /// Sets the server's nghttp2 callbacks on `callbacks` (the session's init, before the session exists).
-    static func installCallbacks(_ callbacks: OpaquePointer?) {
-        nghttp2_session_callbacks_set_on_begin_headers_callback(callbacks, onBeginHeaders)
-        nghttp2_session_callbacks_set_on_header_callback(callbacks, onHeader)
-        nghttp2_session_callbacks_set_on_frame_recv_callback(callbacks, onFrameRecv)
-        nghttp2_session_callbacks_set_on_data_chunk_recv_callback(callbacks, onDataChunk)
-        nghttp2_session_callbacks_set_on_stream_close_callback(callbacks, onStreamClose)
-        nghttp2_session_callbacks_set_on_frame_send_callback(callbacks, onFrameSend)
-    }
+    /// The server's nghttp2 callbacks (installed by `NGHTTP2Setup.makeSession`).
+    static let nghttp2Callbacks = NGHTTP2Setup.Callbacks(
+        onBeginHeaders: onBeginHeaders, onHeader: onHeader, onFrameRecv: onFrameRecv, onDataChunkRecv: onDataChunk,
+        onStreamClose: onStreamClose, onFrameSend: onFrameSend)
 }
 
 /// Runs `body` with the session behind `userData` without retaining it: nghttp2 calls back only from inside

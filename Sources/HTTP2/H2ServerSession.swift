@@ -53,43 +53,29 @@ final class H2ServerSession: ResponseSink, @unchecked Sendable {
         self.peer = peer
         self.peerSubject = peerSubject
         self.output = output
-        var callbacks: OpaquePointer?
-        nghttp2_session_callbacks_new(&callbacks)
-        defer { nghttp2_session_callbacks_del(callbacks) }
-        Self.installCallbacks(callbacks)
-        var option: OpaquePointer?
-        nghttp2_option_new(&option)
-        defer { nghttp2_option_del(option) }
-        // Like grpc-go: a value with leading or trailing whitespace (grpcio sends `authorization: Bearer `
-        // for an empty token) is read, trimmed, and answered, not a stream error.
-        nghttp2_option_set_no_rfc9113_leading_and_trailing_ws_validation(option, 1)
+        // nghttp2's allocations go through this session's block cache (shim.h: billing_h2_pool).
+        pool = billing_h2_pool_new()
+        let config = shared.configuration
+        session = NGHTTP2Setup.makeSession(
+            .server, callbacks: Self.nghttp2Callbacks, options: Self.nghttp2Options,
+            settings: .init(maxConcurrentStreams: UInt32(config.maxConcurrentStreams), maxHeaderListBytes: UInt32(config.maxHeaderListBytes)),
+            userData: Unmanaged.passUnretained(self).toOpaque(), pool: pool)
+    }
+
+    /// The server's nghttp2 options.
+    static let nghttp2Options = NGHTTP2Setup.Options(
         // nghttp2 1.52 resets any stream that carries a connection-specific field (`connection: keep-alive`,
         // which some HTTP stacks add); grpc-go skips the field and answers. Its HTTP checks are all or nothing,
         // so they are off and `RequestFieldCheck` applies RFC 9113 8.2-8.3 itself, skipping only those fields.
-        nghttp2_option_set_no_http_messaging(option, 1)
+        noHTTPMessaging: true,
+        // Like grpc-go: a value with leading or trailing whitespace (grpcio sends `authorization: Bearer `
+        // for an empty token) is read, trimmed, and answered, not a stream error.
+        noLeadingAndTrailingWhitespaceValidation: true,
         // Closed streams are kept only for RFC 7540 priorities, which RFC 9113 deprecated and gRPC never sends:
         // without this, nghttp2 holds up to max-concurrent-streams closed streams per connection. The one
         // visible difference: DATA, trailers or HEADERS for a stream the client itself already ended are
         // ignored (RFC 9113 5.1 allows it) where nghttp2 would otherwise end the connection with STREAM_CLOSED.
-        nghttp2_option_set_no_closed_streams(option, 1)
-        var s: OpaquePointer?
-        // nghttp2's allocations go through this session's block cache (shim.h: billing_h2_pool).
-        pool = billing_h2_pool_new()
-        if let pool {
-            nghttp2_session_server_new3(&s, callbacks, Unmanaged.passUnretained(self).toOpaque(), option, &pool.pointee.mem)
-        } else {
-            nghttp2_session_server_new2(&s, callbacks, Unmanaged.passUnretained(self).toOpaque(), option)
-        }
-        session = s
-        let config = shared.configuration
-        var settings = [
-            nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS.rawValue), value: UInt32(config.maxConcurrentStreams)),
-            nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE.rawValue), value: 1 << 20),
-            nghttp2_settings_entry(settings_id: Int32(NGHTTP2_SETTINGS_MAX_HEADER_LIST_SIZE.rawValue), value: UInt32(config.maxHeaderListBytes)),
-        ]
-        nghttp2_submit_settings(s, UInt8(NGHTTP2_FLAG_NONE.rawValue), &settings, settings.count)
-        nghttp2_session_set_local_window_size(s, UInt8(NGHTTP2_FLAG_NONE.rawValue), 0, 16 << 20)
-    }
+        noClosedStreams: true)
 
     deinit {
         if let session { nghttp2_session_del(session) }
