@@ -11,7 +11,7 @@ import RPC
 /// Confined to its host's thread; handlers on other threads answer through `deliver` / stream writers,
 /// which hop back with `host.execute`.
 final class H2ServerSession: ResponseSink, @unchecked Sendable {
-    // Sendable: every field is touched on the host's thread only (checked in debug and test builds where
+    // Sendable: every field is touched on the host's thread only (checked in every build where
     // the session is entered); other threads only pass it to `host.execute`.
     let host: any SessionHost
     let shared: ServerShared

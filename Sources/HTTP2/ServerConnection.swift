@@ -8,7 +8,7 @@ import Glibc
 /// the idle and stalled-reader sweep, and the linger before close. Streams and calls live in the session.
 ///
 /// Confined to its event loop and never handed to another thread (answers reach its session, which hops
-/// back with `loop.execute`); checked in debug and test builds where it is entered (events, flush, close).
+/// back with `loop.execute`); checked in every build where it is entered (events, flush, close).
 final class ServerConnection: EventHandler, DeferredFlush, SessionOutput {
     let fd: Int32
     let loop: EventLoop

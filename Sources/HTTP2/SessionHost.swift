@@ -6,7 +6,7 @@ import IO
 protocol SessionHost: AnyObject, Sendable {
     /// True on the host's thread.
     var inHost: Bool { get }
-    /// Stops the process off the host's thread, in debug and test builds.
+    /// Stops the process off the host's thread, in every build (a thread-id compare).
     func assertInHost(_ what: StaticString, file: StaticString, line: UInt)
     /// Runs `task` on the host's thread (soon, after the current event, when called from it).
     func execute(_ task: @escaping @Sendable () -> Void)
