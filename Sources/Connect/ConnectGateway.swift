@@ -160,7 +160,7 @@ public final class ConnectGateway: Sendable {
             }
         }
         // The call's context: its metadata are the request's header fields but the transport's own.
-        let metadata = request.headers.filter { !Self.transportFields.contains($0.name) }
+        let metadata = request.headers.filter { !Self.isTransportField($0.name) }
         var deadline: ContinuousClock.Instant?
         let cap = configuration.maxDeadlineNanoseconds
         let isStream: Bool
@@ -315,13 +315,18 @@ public final class ConnectGateway: Sendable {
             + payload
     }
 
-    /// Header fields that belong to the transport, not to the call's metadata.
-    private static let transportFields: Set<String> = [
-        "content-type", "content-length", "content-encoding", "accept-encoding", "connect-protocol-version",
-        "connect-timeout-ms", "connect-accept-encoding", "connect-content-encoding", "grpc-timeout", "grpc-encoding",
-        "grpc-accept-encoding", "host", "connection", "keep-alive", "te", "transfer-encoding", "upgrade", "origin",
-        "x-grpc-web", "x-user-agent",
-    ]
+    /// Header fields that belong to the transport, not to the call's metadata (a switch: no hashing per field).
+    private static func isTransportField(_ name: String) -> Bool {
+        switch name {
+        case "content-type", "content-length", "content-encoding", "accept-encoding", "connect-protocol-version",
+            "connect-timeout-ms", "connect-accept-encoding", "connect-content-encoding", "grpc-timeout", "grpc-encoding",
+            "grpc-accept-encoding", "host", "connection", "keep-alive", "te", "transfer-encoding", "upgrade", "origin",
+            "x-grpc-web", "x-user-agent", "user-agent", "accept":
+            true
+        default:
+            false
+        }
+    }
 
     /// The call's timeout: none asked (nil), asked and valid (.some(nanos)), or malformed (.some(nil)).
     private static func timeout(_ request: HTTPRequest, kind: RequestKind) -> Int64?? {

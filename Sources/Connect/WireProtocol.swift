@@ -44,6 +44,13 @@ enum RequestKind: Equatable, Sendable {
 
     /// The kind of `contentType` (parameters such as `charset=utf-8` ignored), or nil for one no protocol knows.
     static func of(contentType: String) -> RequestKind? {
+        // The exact forms clients send skip the lower-casing and splitting.
+        switch contentType {
+        case "application/proto": return .connectUnary(.proto)
+        case "application/json": return .connectUnary(.json)
+        case "application/grpc-web+proto": return .grpcWeb(text: false, codec: .proto)
+        default: break
+        }
         let base = contentType.split(separator: ";", maxSplits: 1).first.map { $0.trimmingSpaces.lowercased() } ?? ""
         switch base {
         case "application/proto": return .connectUnary(.proto)

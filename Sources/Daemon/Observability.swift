@@ -8,8 +8,9 @@ import RPC
 final class BillingMetrics: Sendable {
     let registry = MetricsRegistry()
     let calls: CallMetrics
-    /// Calls by wire protocol (`grpc`, `connect`, `grpc-web`) and code: at most 3 x 17 series.
-    let byProtocol: Counter
+    /// Calls by wire protocol (`grpc`, `connect`, `grpc-web`) and code: at most 3 x 17 series, indexed.
+    let byProtocol: IndexedCounter
+    static let protocols = ["grpc", "connect", "grpc-web"]
     let db: Histogram
     let verifications: Counter
     let notifications: Counter
@@ -21,9 +22,9 @@ final class BillingMetrics: Sendable {
 
     init(version: String) {
         calls = registry.callMetrics(prefix: "billingd_rpc", reasons: Self.reasons)
-        byProtocol = registry.counter(
+        byProtocol = registry.indexedCounter(
             "billingd_rpc_protocol_calls_total", help: "Calls answered, by wire protocol (grpc, connect, grpc-web) and code.",
-            labels: ["protocol", "code"])
+            labels: ["protocol", "code"], rows: Self.protocols.flatMap { p in StatusCode.allCases.map { [p, $0.description] } })
         db = registry.histogram("billingd_db_duration_seconds", help: "Database operation latency, queueing included.", labels: ["op"])
         verifications = registry.counter(
             "billingd_verifications_total", help: "Proof verifications, by kind and result.",
@@ -60,7 +61,13 @@ final class BillingMetrics: Sendable {
     ]
 
     func record(_ r: CallRecord) {
-        byProtocol.inc([r.wireProtocol, r.code.description])
+        let p: Int
+        switch r.wireProtocol {
+        case "connect": p = 1
+        case "grpc-web": p = 2
+        default: p = 0
+        }
+        byProtocol.inc(p * StatusCode.allCases.count + Int(r.code.rawValue))
         calls.record(
             method: r.method, known: r.knownMethod, code: r.code.description, reason: r.reason,
             seconds: Double(r.durationNanoseconds) / 1e9)

@@ -42,7 +42,7 @@ extension H2ServerSession {
     func releaseBuffer(_ stream: ServerStream) {
         if stream.bufferedBytes == 0 { return }
         if stream.state.isExchange {
-            stream.requestBody = []
+            stream.exchange?.requestBody = []
         } else if case .bidi = stream.route {
             stream.streamDeframer = nil
         } else {
@@ -75,7 +75,7 @@ extension H2ServerSession {
     func abandon(_ stream: ServerStream) {
         if let body = stream.bodyStream {
             body.cancel()  // the client went away before the end: the producer stops
-            stream.bodyStream = nil
+            stream.exchange?.bodyStream = nil
         }
         releaseBuffer(stream)
         if let timer = stream.timerID {

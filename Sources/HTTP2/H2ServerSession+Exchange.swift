@@ -12,8 +12,13 @@ extension H2ServerSession {
             stream.response = .headersTooLarge
         } else if draining {
             stream.response = .shuttingDown
-        } else if let early = http.early(exchangeRequest(stream), headerBytes: stream.headerBytes) {
-            stream.response = early
+        } else {
+            let request = exchangeRequest(stream)
+            if let early = http.early(request, headerBytes: stream.headerBytes) {
+                stream.response = early
+            } else {
+                stream.exchangeState.request = request  // built once, for the precheck and the handler
+            }
         }
         stream.capDeadline = stream.startedAt &+ http.requestTimeoutNanoseconds
         return .route(.exchange)
@@ -31,13 +36,14 @@ extension H2ServerSession {
     /// connection's buffer budget.
     func exchangeData(_ stream: ServerStream, _ bytes: UnsafeRawBufferPointer) {
         guard let http = shared.configuration.http, stream.response == nil else { return }  // answered already: dropped
-        if stream.requestBody.count + bytes.count > http.maxBodyBytes {
+        let state = stream.exchangeState
+        if state.requestBody.count + bytes.count > http.maxBodyBytes {
             stream.response = .tooLarge
             act(stream, stream.state.respond())
             return
         }
-        stream.requestBody.append(contentsOf: bytes)
-        account(stream, stream.requestBody.count)
+        state.requestBody.append(contentsOf: bytes)
+        account(stream, state.requestBody.count)
     }
 
     /// The whole request goes to the service; its answer comes back on the host's thread.
@@ -46,8 +52,10 @@ extension H2ServerSession {
             act(stream, stream.state.respond())
             return
         }
-        var request = exchangeRequest(stream)
-        request.body = stream.requestBody
+        let state = stream.exchangeState
+        var request = state.request ?? exchangeRequest(stream)
+        state.request = nil
+        request.body = state.requestBody
         releaseBuffer(stream)
         stream.state.handedOver()
         let cap = shared.configuration.maxDeadlineNanoseconds
@@ -74,6 +82,16 @@ extension H2ServerSession {
     func submitResponse(_ stream: ServerStream) {
         guard let session, let response = stream.response else { return }
         stream.response = nil
+        if response.stream == nil, response.headers.isEmpty, response.status == 200, !response.body.isEmpty, stream.method != "HEAD",
+            let common = Self.okHeaders(response.contentType)
+        {
+            // The usual RPC answer: a block laid out once (over HTTP/2 the body's end is END_STREAM; no content-length).
+            stream.body = response.body
+            stream.bodyOffset = 0
+            var provider = nghttp2_data_provider(source: nghttp2_data_source(ptr: nil), read_callback: readBodyCallback)
+            nghttp2_submit_response(session, stream.id, common.nva, common.count, &provider)
+            return
+        }
         var fields: [(String, String)] = [(":status", String(response.status)), ("content-type", response.contentType)]
         if response.stream == nil { fields.append(("content-length", String(response.body.count))) }
         for (name, value) in response.headers {
@@ -87,7 +105,7 @@ extension H2ServerSession {
         }
         let headers = HeaderList(fields)
         if let body = response.stream {
-            stream.bodyStream = body
+            stream.exchangeState.bodyStream = body
             let id = stream.id
             body.attach { [self] in
                 host.execute {
@@ -108,6 +126,22 @@ extension H2ServerSession {
         stream.bodyOffset = 0
         var provider = nghttp2_data_provider(source: nghttp2_data_source(ptr: nil), read_callback: readBodyCallback)
         nghttp2_submit_response(session, stream.id, headers.nva, headers.count, &provider)
+    }
+}
+
+extension H2ServerSession {
+    private static let okProto = HeaderList([(":status", "200"), ("content-type", "application/proto")])
+    private static let okJSON = HeaderList([(":status", "200"), ("content-type", "application/json")])
+    private static let okGRPCWebProto = HeaderList([(":status", "200"), ("content-type", "application/grpc-web+proto")])
+
+    /// The header block of a 200 answer of a common RPC content type, laid out once.
+    static func okHeaders(_ contentType: String) -> HeaderList? {
+        switch contentType {
+        case "application/proto": okProto
+        case "application/json": okJSON
+        case "application/grpc-web+proto": okGRPCWebProto
+        default: nil
+        }
     }
 }
 

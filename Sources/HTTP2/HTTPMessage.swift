@@ -28,8 +28,10 @@ public struct HTTPRequest: Sendable {
 
     /// The first value of header `name` (any case), or nil.
     public func header(_ name: String) -> String? {
-        let wanted = name.lowercased()
-        return headers.first { $0.name == wanted }?.value
+        // Names are stored lower-cased; a name asked for in lower case (the usual) is not copied.
+        let wanted = name.utf8.contains { $0 >= 0x41 && $0 <= 0x5A } ? name.lowercased() : name
+        for field in headers where field.name == wanted { return field.value }
+        return nil
     }
 }
 

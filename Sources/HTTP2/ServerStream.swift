@@ -40,14 +40,25 @@ final class ServerStream {
     /// The framed answer bytes being sent, and how much nghttp2 has taken.
     var body: [UInt8] = []
     var bodyOffset = 0
-    /// A plain HTTP exchange's request body as it arrives, and its answer until it is submitted.
-    var requestBody: [UInt8] = []
-    /// An exchange's answer body written while it is sent (a server stream over Connect or gRPC-Web).
-    var bodyStream: HTTPBodyStream?
     /// When the sweep first saw this stream's header block unfinished (0: not yet): a block that keeps
     /// arriving past the handshake deadline ends the connection.
     var headersSeenAt: UInt64 = 0
-    var response: HTTPResponse?
+    /// A plain HTTP exchange's state (nil for gRPC calls: clearing a stream resets one field for all of it).
+    var exchange: ExchangeState?
+    /// The exchange's state, made on first use.
+    var exchangeState: ExchangeState {
+        if let exchange { return exchange }
+        let made = ExchangeState()
+        exchange = made
+        return made
+    }
+    /// An exchange's answer until it is submitted.
+    var response: HTTPResponse? {
+        get { exchange?.response }
+        set { exchangeState.response = newValue }
+    }
+    /// An exchange's answer body written while it is sent (a server stream over Connect or gRPC-Web).
+    var bodyStream: HTTPBodyStream? { exchange?.bodyStream }
 
     init(id: Int32, maxMessageBytes: Int) {
         self.id = id
@@ -98,9 +109,19 @@ final class ServerStream {
         requestNumber = 0
         body = []
         bodyOffset = 0
-        requestBody = []
-        response = nil
-        bodyStream = nil
+        exchange = nil
         headersSeenAt = 0
     }
+}
+
+/// What a plain HTTP exchange holds besides the stream's own fields: touched on the session's thread only.
+final class ExchangeState {
+    /// The request body as it arrives.
+    var requestBody: [UInt8] = []
+    /// The request as its header block gave it (the body is added at dispatch).
+    var request: HTTPRequest?
+    /// The answer until it is submitted.
+    var response: HTTPResponse?
+    /// The answer body written while it is sent (a server stream over Connect or gRPC-Web).
+    var bodyStream: HTTPBodyStream?
 }

@@ -23,6 +23,13 @@ public final class MetricsRegistry: Sendable {
     }
 
     @discardableResult
+    /// A counter over fixed label values (`rows`), incremented by row index; series at 0 are not written.
+    public func indexedCounter(_ name: String, help: String, labels: [String], rows: [[String]]) -> IndexedCounter {
+        let c = IndexedCounter(name: name, help: help, labels: labels, rows: rows)
+        add(c)
+        return c
+    }
+
     public func gauge(_ name: String, help: String, labels: [(String, String)] = [], read: @escaping @Sendable () -> Double) -> Gauge {
         let g = Gauge(name: name, help: help, labels: labels, type: "gauge", read: read)
         add(g)
@@ -97,6 +104,35 @@ public final class Counter: MetricFamily {
         out += "# HELP \(name) \(help)\n# TYPE \(name) counter\n"
         for (k, v) in values.withLock({ $0 }).sorted(by: { $0.key.lexicographicallyPrecedes($1.key) }) {
             out += "\(series(name, labels, k)) \(format(v))\n"
+        }
+    }
+}
+
+/// A counter over a fixed set of label values, chosen by index: one lock and one array store per increment (no
+/// label array built, no hashing), for series counted on every call.
+public final class IndexedCounter: MetricFamily {
+    let name: String, help: String, labels: [String], rows: [[String]]
+    private let counts: Mutex<[UInt64]>
+
+    init(name: String, help: String, labels: [String], rows: [[String]]) {
+        self.name = name
+        self.help = help
+        self.labels = labels
+        self.rows = rows
+        counts = Mutex([UInt64](repeating: 0, count: rows.count))
+    }
+
+    /// Adds one to the series `rows[row]`.
+    public func inc(_ row: Int) {
+        counts.withLock { $0[row] &+= 1 }
+    }
+
+    public func value(_ row: Int) -> UInt64 { counts.withLock { $0[row] } }
+
+    func render(into out: inout String) {
+        out += "# HELP \(name) \(help)\n# TYPE \(name) counter\n"
+        for (row, n) in counts.withLock({ $0 }).enumerated() where n > 0 {
+            out += "\(series(name, labels, rows[row])) \(n)\n"
         }
     }
 }

@@ -367,14 +367,20 @@ struct PurchaseEngineTests {
         let h = Harness(Backend(name: "postgres") { try! PostgresOrderStore(url: url, poolSize: 1) })
         defer { h.store.close() }
         let a = h.order("a"), b = h.order("b")
-        // Another session holds account "a"'s purchase lock for 6 s (a non-consumable locks its account and product;
-        // the NUL between them ends the C string, so the key PostgreSQL hashes is the account).
+        // Another session holds account "a"'s purchase lock until this test ends it (a non-consumable locks its
+        // account and product; the NUL between them ends the C string, so the key PostgreSQL hashes is the account).
+        // It is released by ending that session once b is answered, never by a timer: a slow machine cannot let
+        // it go before the batch meets it.
         let holder = Process()
         holder.executableURL = URL(fileURLWithPath: "/usr/bin/psql")
-        holder.arguments = [url, "-q", "-c", "SELECT pg_advisory_lock(1937072755, hashtext('a'))", "-c", "SELECT pg_sleep(6)"]
+        holder.arguments = [url, "-q", "-c", "SELECT pg_advisory_lock(1937072755, hashtext('a'))", "-c", "SELECT pg_sleep(60)"]
         holder.standardOutput = FileHandle.nullDevice
+        holder.environment = ProcessInfo.processInfo.environment.merging(["PGAPPNAME": "billing-lock-holder"]) { $1 }
         try holder.run()
-        defer { holder.waitUntilExit() }
+        defer {
+            if holder.isRunning { holder.terminate() }
+            holder.waitUntilExit()
+        }
         var held = false
         for _ in 0..<100 where !held {
             let probe = Process()
@@ -400,9 +406,26 @@ struct PurchaseEngineTests {
                 group.leave()
             }
         }
+        // b is answered while a's lock is still held elsewhere (before, the whole batch waited for the lock, and a
+        // batch that held such a lock could deadlock with another batch); a only once the holder's session ends.
+        var bAnswered = false
+        for _ in 0..<1500 where !bAnswered {
+            bAnswered = answered.withLock { $0.contains("b") }
+            if !bAnswered { usleep(20_000) }
+        }
+        #expect(bAnswered)
+        #expect(answered.withLock { $0 } == ["b"])
+        // End the holder's backend (a client that goes away mid pg_sleep is noticed only when the sleep ends).
+        let release = Process()
+        release.executableURL = URL(fileURLWithPath: "/usr/bin/psql")
+        release.arguments = [
+            url, "-q", "-c",
+            "SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE application_name = 'billing-lock-holder'",
+        ]
+        release.standardOutput = FileHandle.nullDevice
+        try release.run()
+        release.waitUntilExit()
         #expect(group.wait(timeout: .now() + 30) == .success)
-        // b was answered while a's lock was still held elsewhere; a after it was released. Before, the whole batch
-        // waited for the lock, and a batch that held such a lock could deadlock with another batch.
         #expect(answered.withLock { $0 } == ["b", "a"])
         #expect(h.get(a.id).state == .completed && h.get(b.id).state == .completed)
     }
