@@ -1,6 +1,7 @@
 import Crypto
 import Foundation
 import RPC
+import Synchronization
 
 /// API keys (`--api-keys`, CONFIG.md): the file holds SHA-256 digests, never keys.
 struct APIKeys: Sendable {
@@ -112,4 +113,16 @@ struct APIKeys: Sendable {
         }
         return nil
     }
+}
+
+/// The keys every call is checked against, replaced whole when the key file is read again (SIGHUP): a call sees
+/// the old table or the new one, never a mix.
+final class KeyTable: Sendable {
+    private let current: Mutex<APIKeys>
+
+    init(_ keys: APIKeys) { current = Mutex(keys) }
+
+    func check(_ context: CallContext) -> RPCError? { current.withLock { $0.check(context) } }
+
+    func replace(_ keys: APIKeys) { current.withLock { $0 = keys } }
 }

@@ -27,6 +27,10 @@ public final class App: Sendable {
     private let notificationsServer: HTTPFront?
     private let service: BillingService
     private let expiryStopped = Atomic<Bool>(false)
+    /// The API keys in use (`--api-keys`), swapped whole by `reloadKeys` (SIGHUP); nil without keys.
+    private let keyTable: KeyTable?
+    /// The router's methods, against which a reloaded key file is checked.
+    private let knownMethods: [String]
     /// Notification-history reconciliation, when the App Store Server API is configured.
     public let reconciler: Reconciler?
     private let reconcileQueue = DispatchQueue(label: "billingd.reconcile")
@@ -150,14 +154,16 @@ public final class App: Sendable {
             App.reconcile(reconciler, on: reconcileQueue, sinceMs: since, metrics: metrics, logger: logger)
         }.register(in: &router)
         if let apiKeys {
-            if let (key, pattern) = apiKeys.unknownMethod(known: router.methods), let path = configuration.apiKeys {
-                let services = Set(router.methods.compactMap { $0.split(separator: "/").first }).sorted().map { "\($0)/*" }
-                let example = router.methods.first { $0.hasPrefix("billing.v1.") } ?? ""
-                throw StartError(
-                    description: "billingd: --api-keys: \(path): key \(key) names an unknown method '\(pattern)'; "
-                        + "methods are spelled \(services.joined(separator: ", ")), a full name such as \(example), or *")
+            if let problem = App.unknownMethodProblem(apiKeys, methods: router.methods, path: configuration.apiKeys ?? "") {
+                throw StartError(description: "billingd: --api-keys: \(problem)")
             }
-            router.authenticate { apiKeys.check($0) }
+            let table = KeyTable(apiKeys)
+            keyTable = table
+            knownMethods = router.methods
+            router.authenticate { table.check($0) }
+        } else {
+            keyTable = nil
+            knownMethods = []
         }
 
         var serverConfig = ServerConfiguration()
@@ -566,6 +572,35 @@ public final class App: Sendable {
     public func count(of code: StatusCode) -> Int { server.count(of: code) }
 
     /// Graceful stop: NOT_SERVING, GOAWAY, drain up to the grace period, close the database.
+    /// A key file's key that names a method the router does not have, as one line; nil when every pattern is known.
+    static func unknownMethodProblem(_ keys: APIKeys, methods: [String], path: String) -> String? {
+        guard let (key, pattern) = keys.unknownMethod(known: methods) else { return nil }
+        let services = Set(methods.compactMap { $0.split(separator: "/").first }).sorted().map { "\($0)/*" }
+        let example = methods.first { $0.hasPrefix("billing.v1.") } ?? ""
+        return "\(path): key \(key) names an unknown method '\(pattern)'; "
+            + "methods are spelled \(services.joined(separator: ", ")), a full name such as \(example), or *"
+    }
+
+    /// SIGHUP: reads `--api-keys` again. A file that does not load (or names an unknown method) changes nothing:
+    /// the keys in use stay, and the reason is logged. Calls in flight are not touched.
+    public func reloadKeys() {
+        guard let table = keyTable, let path = configuration.apiKeys else {
+            logger.log(.info, "SIGHUP: no --api-keys to reload")
+            return
+        }
+        do {
+            let keys = try APIKeys.load(path: path)
+            if let problem = App.unknownMethodProblem(keys, methods: knownMethods, path: path) {
+                logger.log(.error, "api keys not reloaded; the keys in use stay", [("error", .string(problem))])
+                return
+            }
+            table.replace(keys)
+            logger.log(.info, "api keys reloaded", [("keys", .string(keys.keys.map(\.name).joined(separator: ",")))])
+        } catch {
+            logger.log(.error, "api keys not reloaded; the keys in use stay", [("error", .string(error.description))])
+        }
+    }
+
     public func stop() {
         logger.log(
             .info, "draining",

@@ -1,7 +1,7 @@
 import Foundation
 import Glibc
 
-/// billingd's entry point: parse, start, wait for SIGTERM/SIGINT, drain, exit.
+/// billingd's entry point: parse, start, wait for SIGTERM/SIGINT (SIGHUP: reload the API keys), drain, exit.
 public enum Daemon {
     public static func main() -> Never {
         let arguments = Array(CommandLine.arguments.dropFirst())
@@ -26,6 +26,7 @@ public enum Daemon {
         sigemptyset(&set)
         sigaddset(&set, SIGTERM)
         sigaddset(&set, SIGINT)
+        sigaddset(&set, SIGHUP)
         pthread_sigmask(SIG_BLOCK, &set, nil)
         signal(SIGPIPE, SIG_IGN)
 
@@ -48,7 +49,14 @@ public enum Daemon {
         }
         logger.flush()
         var received: Int32 = 0
-        sigwait(&set, &received)
+        while true {
+            sigwait(&set, &received)
+            guard received == SIGHUP else { break }
+            // SIGHUP reads --api-keys again (key rotation without a restart); nothing else changes.
+            logger.log(.info, "signal", [("signal", .string("SIGHUP"))])
+            app.reloadKeys()
+            logger.flush()
+        }
         logger.log(.info, "signal", [("signal", .string(received == SIGTERM ? "SIGTERM" : "SIGINT"))])
         app.stop()
         exit(0)
