@@ -97,7 +97,7 @@ else
   else
     bad "static release build" "$(tail -5 /tmp/deploy-build.log)"
   fi
-  PACKAGES=libnghttp2-14,libssl3,libsqlite3-0,libpq5,libmicrohttpd12,ca-certificates
+  PACKAGES=libnghttp2-14,libssl3,libsqlite3-0,libpq5,libmicrohttpd12,libcurl4,ca-certificates
   # One cached rootfs per package list: a list that grows must not reuse an older tree.
   CACHE=/var/cache/billingd-rootfs-$(echo "$PACKAGES" | sha256sum | cut -c1-12).tar
   FS=$(mktemp -d /tmp/billingd-rootfs.XXXXXX)
