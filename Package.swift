@@ -54,6 +54,9 @@ let package = Package(
         .target(name: "AppStoreHTTP", dependencies: ["AppStoreAPI", "AppStore", "HTTP2", "IO"], exclude: ["README.md"], swiftSettings: strict),
         .target(name: "Gzip", dependencies: ["CZlib"], exclude: ["README.md"], swiftSettings: strict),
         .target(name: "Connect", dependencies: ["Gzip", "HTTP2", "RPC", "ProtoJSON", "ProtoWire"], exclude: ["README.md"], swiftSettings: strict),
+        .target(
+            name: "Webhooks", dependencies: ["Billing", "BillingService", "ProtoJSON", "HTTPClient", "Crypto"], exclude: ["README.md"],
+            swiftSettings: strict),
         .target(name: "HTTPFront", dependencies: ["HTTP2", "IO", "RPC"], exclude: ["README.md"], swiftSettings: strict),
         .target(name: "Storage", dependencies: ["CSQLite", "CLibPQ", "Billing", "Crypto"], exclude: ["README.md"], swiftSettings: strict),
 
@@ -62,7 +65,7 @@ let package = Package(
             dependencies: [
                 "Connect", "HTTP2", "HTTPFront", "IO", "ProtoJSON", "RPC", "ProtoWire", "Billing", "BillingService", "Storage", "AppStore", "AppStoreAPI",
                 "AppStoreHTTP", "Crypto",
-                "Metrics",
+                "Metrics", "HTTPClient", "Webhooks",
             ],
             exclude: ["README.md"], swiftSettings: strict),
 
@@ -94,6 +97,7 @@ let package = Package(
         .testTarget(
             name: "StorageTests", dependencies: ["TestSupport", "Storage", "Billing", "Crypto"], exclude: ["Upgrade"], swiftSettings: strict),
         .testTarget(name: "AppStoreAPITests", dependencies: ["AppStoreAPI", "AppStoreHTTP", "Crypto"], swiftSettings: strict),
+        .testTarget(name: "WebhooksTests", dependencies: ["Webhooks", "Billing", "Storage", "Crypto", "ProtoJSON"], swiftSettings: strict),
         .testTarget(name: "HTTPFrontTests", dependencies: ["TestSupport", "HTTPFront", "HTTP2", "HTTPClient"], swiftSettings: strict),
         .testTarget(
             name: "ServerTests",

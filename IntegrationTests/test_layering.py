@@ -29,6 +29,7 @@ LAYERS = [
     ("HTTP/2, the outbound HTTP client, signed App Store data, the stores", {"HTTP2", "HTTPClient", "AppStore", "Storage"}),
     ("the App Store Server API, the side ports, Connect and gRPC-Web", {"AppStoreAPI", "HTTPFront", "Connect"}),
     ("billing handlers, the App Store HTTP client", {"BillingService", "AppStoreHTTP"}),
+    ("the webhook sender (the feed over the HTTP client)", {"Webhooks"}),
     ("the daemon's wiring", {"Daemon"}),
     ("executables", {"billingd", "billingctl"}),
 ]

@@ -10,6 +10,7 @@ public final class InMemoryOrderStore: OrderStore {
         var renewals: [String: RenewalState] = [:]
         var notifications: [String: NotificationRecord] = [:]
         var refundWatches: [String: RefundWatch] = [:]
+        var webhook: WebhookCursor?
         var events: [EventRecord] = []
         var nextCursor: UInt64 = 1
     }
@@ -105,6 +106,42 @@ public final class InMemoryOrderStore: OrderStore {
         }
         func refundWatchChecked(transactionID: String, environment: StoreEnvironment, nowMs: Int64) {
             state.refundWatches["\(environment.rawValue):\(transactionID)"]?.checkedTimeMs = nowMs
+        }
+        func webhookCursor() -> WebhookCursor? { state.webhook }
+        func ensureWebhookCursor() { if state.webhook == nil { state.webhook = WebhookCursor() } }
+        func takeWebhookLease(holder: String, nowMs: Int64, untilMs: Int64) -> Bool {
+            guard var w = state.webhook, w.holder == holder || w.holder.isEmpty || w.leaseUntilMs < nowMs else { return false }
+            w.holder = holder
+            w.leaseUntilMs = untilMs
+            state.webhook = w
+            return true
+        }
+        func advanceWebhook(holder: String, from expected: UInt64, to position: UInt64, nowMs: Int64, untilMs: Int64, delivered: Bool) -> Bool {
+            guard var w = state.webhook, w.holder == holder, w.position == expected else { return false }
+            w.position = position
+            w.leaseUntilMs = untilMs
+            w.failures = 0
+            w.lastError = ""
+            if delivered {
+                w.lastAttemptMs = nowMs
+                w.lastDeliveryMs = nowMs
+            }
+            state.webhook = w
+            return true
+        }
+        func webhookFailed(holder: String, error: String, nowMs: Int64, untilMs: Int64) -> Bool {
+            guard var w = state.webhook, w.holder == holder else { return false }
+            w.failures += 1
+            w.lastError = error
+            w.lastAttemptMs = nowMs
+            w.leaseUntilMs = untilMs
+            state.webhook = w
+            return true
+        }
+        func setWebhookPosition(_ position: UInt64) {
+            state.webhook?.position = position
+            state.webhook?.failures = 0
+            state.webhook?.lastError = ""
         }
         func events(after cursor: UInt64, limit: Int, accountID: String?) -> [EventRecord] {
             // Cursors are the events' positions plus one: binary search is not needed for a test store.

@@ -57,6 +57,21 @@ public protocol PurchaseLedger {
     func refundWatches(limit: Int) throws(BillingError) -> [RefundWatch]
     /// Records that a customer's refund history was read through at `nowMs`.
     func refundWatchChecked(transactionID: String, environment: StoreEnvironment, nowMs: Int64) throws(BillingError)
+    /// The webhook cursor (`WebhookRules`); nil before `ensureWebhookCursor`.
+    func webhookCursor() throws(BillingError) -> WebhookCursor?
+    /// Adds the webhook cursor at position 0 (the oldest event kept) unless it exists.
+    func ensureWebhookCursor() throws(BillingError)
+    /// Sets holder and lease end when the lease is `holder`'s, free, or expired at `nowMs`; true when it did.
+    func takeWebhookLease(holder: String, nowMs: Int64, untilMs: Int64) throws(BillingError) -> Bool
+    /// Moves the position from `expected` to `position` and renews the lease, if `holder` has it; true when it did.
+    func advanceWebhook(
+        holder: String, from expected: UInt64, to position: UInt64, nowMs: Int64, untilMs: Int64, delivered: Bool
+    ) throws(BillingError)
+        -> Bool
+    /// Counts a failed attempt and renews the lease, if `holder` has it; true when it did.
+    func webhookFailed(holder: String, error: String, nowMs: Int64, untilMs: Int64) throws(BillingError) -> Bool
+    /// Sets the position (replay), clearing the failure count.
+    func setWebhookPosition(_ position: UInt64) throws(BillingError)
 }
 
 extension PurchaseLedger {

@@ -127,7 +127,19 @@ public final class EventFeed: Sendable {
         self.store = store
         self.limits = limits
         catchUps = StepPool(width: limits.catchUpWidth, label: "billing.feed.catch-up")
-        store.setEventListener { [weak self] in self?.poke() }
+        store.setEventListener { [weak self] in
+            guard let self else { return }
+            poke()
+            for observer in observers.withLock({ $0 }) { observer() }
+        }
+    }
+
+    private let observers = Mutex<[@Sendable () -> Void]>([])
+
+    /// Calls `observer` (on a store thread; it must not block) after each commit that made events visible, as the
+    /// feed's own watchers are woken (the webhook sender uses it).
+    public func onCommit(_ observer: @escaping @Sendable () -> Void) {
+        observers.withLock { $0.append(observer) }
     }
 
     /// Watchers holding a slot now (for metrics and tests).

@@ -58,6 +58,21 @@ public enum Digest {
         return out
     }
 
+    /// HMAC-SHA256 of `message` under `key` (webhook signatures).
+    public static func hmacSHA256(key: [UInt8], message: [UInt8]) -> [UInt8] {
+        var out = [UInt8](repeating: 0, count: 32)
+        var length = 0
+        let ok = key.withUnsafeBytes { k in
+            message.withUnsafeBufferPointer { m in
+                out.withUnsafeMutableBufferPointer { o in
+                    EVP_Q_mac(nil, "HMAC", nil, "SHA256", nil, k.baseAddress, k.count, m.baseAddress, m.count, o.baseAddress, 32, &length) != nil
+                }
+            }
+        }
+        precondition(ok && length == 32, "HMAC-SHA256 failed: \(ok) \(length)")
+        return out
+    }
+
     public static func sha1(_ bytes: [UInt8]) -> [UInt8] {
         var out = [UInt8](repeating: 0, count: 20)
         bytes.withUnsafeBufferPointer { _ = SHA1($0.baseAddress, $0.count, &out) }

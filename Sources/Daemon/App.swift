@@ -14,6 +14,8 @@ import ProtoJSON
 public import RPC
 import Synchronization
 import Storage
+import HTTPClient
+public import Webhooks
 
 /// billingd wired together: store, domain, handlers, server. Tests start it in-process.
 public final class App: Sendable {
@@ -33,6 +35,8 @@ public final class App: Sendable {
     private let knownMethods: [String]
     /// Notification-history reconciliation, when the App Store Server API is configured.
     public let reconciler: Reconciler?
+    /// The webhook sender (`--webhook-url`), nil without one.
+    public let webhooks: WebhookSender?
     private let reconcileQueue = DispatchQueue(label: "billingd.reconcile")
 
     /// Why billingd could not start: one line for the operator.
@@ -143,6 +147,7 @@ public final class App: Sendable {
         ) { requestID, detail in
             logger.log(.error, "storage error", [("request_id", .string(requestID)), ("error", .string(detail))])
         }
+        webhooks = try App.webhookSender(configuration, store: store, feed: service.feed, metrics: metrics, logger: logger)
         var router = Router()
         // Three services side by side: billing.v1.Billing, grpc.health.v1.Health, gRPC reflection (and the
         // admin service below).
@@ -335,6 +340,58 @@ public final class App: Sendable {
     }
 
     /// SignOffer's key, read and checked now (a P-256 key that signs); nil without `--offer-signing-key`.
+    /// The webhook sender, its client, metrics and log lines (nil without --webhook-url).
+    static func webhookSender(
+        _ c: Configuration, store: any OrderStore, feed: EventFeed, metrics: BillingMetrics, logger: Logger
+    ) throws(StartError) -> WebhookSender? {
+        guard let settings = c.webhook else { return nil }
+        var clientSettings = HTTPClientConfiguration()
+        clientSettings.extraCAPath = settings.caPath
+        clientSettings.allowCleartext = settings.allowCleartext
+        clientSettings.maxConnections = 4
+        clientSettings.userAgent = "billingd/\(Daemon.version) webhooks"
+        let client: HTTPClient
+        let registry: ProtoJSON.Registry
+        do {
+            client = try HTTPClient(configuration: clientSettings, name: "webhooks")
+            registry = try ProtoJSON.Registry(base64Files: BillingDescriptors.files.values)
+        } catch {
+            throw StartError(description: "billingd: --webhook-url: \(error)")
+        }
+        var host = [CChar](repeating: 0, count: 256)
+        gethostname(&host, 255)
+        let holder = "\(String(cString: host))/\(getpid())/\(UInt32.random(in: 0...UInt32.max))"
+        let deliveries = metrics.webhookDeliveries
+        let sender = WebhookSender(
+            configuration: settings, store: store, client: client, registry: registry, holder: holder,
+            now: { Int64(Date().timeIntervalSince1970 * 1000) }
+        ) { attempt in
+            deliveries.inc([attempt.result.rawValue])
+            guard attempt.result != .delivered, attempt.result != .skipped else { return }
+            logger.log(
+                .warning, "webhook delivery failed",
+                [
+                    ("cursor", .int(Int(attempt.cursor))), ("type", .string(attempt.type)), ("result", .string(attempt.result.rawValue)),
+                    ("status", .int(attempt.status)), ("error", .string(attempt.error)), ("failures", .int(attempt.failures)),
+                    ("retry_in_ms", .int(Int(attempt.retryInMilliseconds))), ("duration_ms", .int(Int(attempt.durationMilliseconds))),
+                ])
+        }
+        feed.onCommit { sender.poke() }
+        metrics.registry.gauge("billingd_webhook_lag_events", help: "Events committed and not yet delivered to --webhook-url (cursor distance).") {
+            Double(sender.lastStatus.lagEvents)
+        }
+        metrics.registry.gauge(
+            "billingd_webhook_oldest_undelivered_age_seconds", help: "Age of the oldest event not yet delivered to --webhook-url; 0 when none waits."
+        ) { Double(sender.lastStatus.oldestUndeliveredAgeMs) / 1000 }
+        logger.log(
+            .info, "webhooks on",
+            [
+                ("url", .string(settings.url)), ("holder", .string(holder)),
+                ("events", .string(settings.events.map { $0.map(\.typeName).sorted().joined(separator: ",") } ?? "all")),
+            ])
+        return sender
+    }
+
     static func offerSigning(_ c: Configuration, logger: Logger) throws(StartError) -> OfferSigning? {
         guard let keyID = c.offerSigningKeyID, let keyPath = c.offerSigningKey else { return nil }
         let key: PrivateKey
@@ -476,6 +533,7 @@ public final class App: Sendable {
         }
         if configuration.orderTTL > 0 { startExpiry() }
         startReconciliation()
+        webhooks?.start()
         logger.log(
             .info, "started",
             [
@@ -612,6 +670,8 @@ public final class App: Sendable {
         service.feed.shutdown()
         expiryStopped.store(true, ordering: .relaxed)
         server.shutdown(graceSeconds: configuration.shutdownGrace)
+        // Before the store closes: an attempt in flight is ended, its event sent again after the restart.
+        webhooks?.stop()
         store.close()
         metricsServer?.stop()
         notificationsServer?.stop()

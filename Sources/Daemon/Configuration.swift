@@ -1,4 +1,5 @@
 import Foundation
+public import Webhooks
 
 /// billingd's settings, from flags and their `BILLING_*` environment twins (docs/CONFIGURATION.md).
 public struct Configuration: Sendable, Equatable {
@@ -69,6 +70,8 @@ public struct Configuration: Sendable, Equatable {
     public var reconcileMargin = 3600.0
     /// `off` or `auto`: answer CONSUMPTION_REQUEST notifications through Send Consumption Information.
     public var consumptionAnswers = "off"
+    /// `--webhook-*`: the checked webhook settings (nil: no webhooks).
+    public var webhook: WebhookConfiguration?
     /// The In-App Purchase key that signs offers (SignOffer): its id and its `.p8` file (both, or neither).
     public var offerSigningKeyID: String?
     public var offerSigningKey: String?
@@ -102,6 +105,7 @@ public struct Configuration: Sendable, Equatable {
         "appstore-api-key-id": true, "appstore-api-issuer-id": true, "appstore-api-private-key": true, "appstore-api-url": true,
         "appstore-api-sandbox-url": true, "appstore-api-ca": true, "appstore-api-timeout": true, "reconcile-interval": true, "reconcile-margin": true,
         "consumption-answers": true,
+        "webhook-url": true, "webhook-secret": true, "webhook-ca": true, "webhook-events": true,
         "offer-signing-key-id": true, "offer-signing-key": true, "offer-signing-issuer-id": true,
     ]
     static let repeatable: Set<String> = ["bundle-id", "trust-root"]
@@ -345,6 +349,9 @@ public struct Configuration: Sendable, Equatable {
             guard s == "off" || s == "auto" else { throw Invalid(flag: "consumption-answers", problem: "'\(s.prefix(40))' is not off or auto") }
             c.consumptionAnswers = s
         }
+        var webhookCA: String?
+        if let s = one("webhook-ca") { webhookCA = try file("webhook-ca", s) }
+        c.webhook = try webhook(url: one("webhook-url"), secret: one("webhook-secret"), events: one("webhook-events"), ca: webhookCA, dev: c.dev)
         if let s = one("offer-signing-key-id") {
             guard !s.isEmpty, s.utf8.count <= 64, s.allSatisfy({ $0.isLetter || $0.isNumber }) else {
                 throw Invalid(flag: "offer-signing-key-id", problem: "'\(s.prefix(64))' is not a key id (letters and digits, as App Store Connect shows it)")
@@ -415,7 +422,36 @@ public struct Configuration: Sendable, Equatable {
           --reconcile-interval SECONDS fetch missed notifications from the API this often (default 3600; 0 off)
           --reconcile-margin SECONDS   start each reconciliation this long before the newest applied notification (default 3600)
           --consumption-answers M      off (default) or auto: answer CONSUMPTION_REQUEST with Send Consumption Information
+          --webhook-url URL            POST every event, in cursor order, to this https:// URL (Standard Webhooks; http:// only with --dev)
+          --webhook-secret SECRET      its signing secret: whsec_ + base64 of 24 to 64 random bytes (or @PATH of a file holding it)
+          --webhook-ca PATH            also trust this CA bundle for --webhook-url
+          --webhook-events LIST        only these event types (ORDER_COMPLETED,ENTITLEMENT_REVOKED,...); the others are skipped
           --offer-signing-key-id ID --offer-signing-key PATH   the In-App Purchase key (.p8) that signs offers (SignOffer)
           --offer-signing-issuer-id UUID   the issuer id of the JWS offer kinds (default: --appstore-api-issuer-id)
         """
+
+    /// The `--webhook-*` flags together: a URL needs a secret of the Standard Webhooks form; the others need a URL.
+    static func webhook(url: String?, secret: String?, events: String?, ca: String?, dev: Bool) throws(Invalid) -> WebhookConfiguration? {
+        guard let url else {
+            for (flag, value) in [("webhook-secret", secret), ("webhook-events", events), ("webhook-ca", ca)] where value != nil {
+                throw Invalid(flag: flag, problem: "needs --webhook-url")
+            }
+            return nil
+        }
+        guard var secretText = secret else { throw Invalid(flag: "webhook-secret", problem: "is required with --webhook-url") }
+        if secretText.hasPrefix("@") {
+            guard let text = try? String(contentsOfFile: String(secretText.dropFirst()), encoding: .utf8) else {
+                throw Invalid(flag: "webhook-secret", problem: "cannot read \(secretText.dropFirst())")
+            }
+            secretText = text
+        }
+        do {
+            let key = try WebhookSecret(secretText)
+            let kinds = try events.map { list throws(WebhookConfigurationError) in try WebhookConfiguration.events(list) }
+            return try WebhookConfiguration(url: url, secret: key, events: kinds, caPath: ca, allowCleartext: dev)
+        } catch {
+            // The reason names the flag and never repeats the secret.
+            throw Invalid(flag: error.flag, problem: error.problem)
+        }
+    }
 }

@@ -19,6 +19,7 @@ final class BillingMetrics: Sendable {
     let reconciled: Counter
     let reconcileRuns: Counter
     let consumptionAnswers: Counter
+    let webhookDeliveries: Counter
 
     init(version: String) {
         calls = registry.callMetrics(prefix: "billingd_rpc", reasons: Self.reasons)
@@ -48,6 +49,10 @@ final class BillingMetrics: Sendable {
         consumptionAnswers = registry.counter(
             "billingd_consumption_answers_total",
             help: "CONSUMPTION_REQUEST answers sent to Apple, by result.", labels: ["result"])
+        webhookDeliveries = registry.counter(
+            "billingd_webhook_deliveries_total",
+            help: "Webhook attempts, by result: delivered (2xx), rejected (another status), timeout, failed (no answer), skipped (--webhook-events).",
+            labels: ["result"])
         registry.gauge("billingd_build_info", help: "Build information; the value is always 1.", labels: [("version", version)]) { 1 }
     }
 

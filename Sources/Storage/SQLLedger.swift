@@ -424,6 +424,63 @@ struct SQLLedger<DB: SQLExecutor>: PurchaseLedger {
         }
     }
 
+    func webhookCursor() throws(BillingError) -> WebhookCursor? {
+        try run { () throws(StorageError) in
+            try db.query(
+                "SELECT delivered_cursor, holder, lease_until_ms, failures, last_error, last_attempt_ms, last_delivery_ms FROM webhook_cursor WHERE id = 1", [],
+                { r in
+                    WebhookCursor(
+                        position: UInt64(max(0, r.int64(0))), holder: r.text(1), leaseUntilMs: r.int64(2), failures: r.int(3), lastError: r.text(4),
+                        lastAttemptMs: r.int64(5), lastDeliveryMs: r.int64(6))
+                }
+            ).first
+        }
+    }
+
+    func ensureWebhookCursor() throws(BillingError) {
+        try run { () throws(StorageError) in
+            _ = try db.update("INSERT INTO webhook_cursor (id) VALUES (1) ON CONFLICT (id) DO NOTHING", [])
+        }
+    }
+
+    func takeWebhookLease(holder: String, nowMs: Int64, untilMs: Int64) throws(BillingError) -> Bool {
+        try run { () throws(StorageError) in
+            try db.update(
+                "UPDATE webhook_cursor SET holder = $1, lease_until_ms = $2 WHERE id = 1 AND (holder = $1 OR holder = '' OR lease_until_ms < $3)",
+                [.text(holder), .int(untilMs), .int(nowMs)]) == 1
+        }
+    }
+
+    func advanceWebhook(
+        holder: String, from expected: UInt64, to position: UInt64, nowMs: Int64, untilMs: Int64, delivered: Bool
+    ) throws(BillingError)
+        -> Bool
+    {
+        try run { () throws(StorageError) in
+            try db.update(
+                "UPDATE webhook_cursor SET delivered_cursor = $1, lease_until_ms = $2, failures = 0, last_error = '', "
+                    + "last_attempt_ms = CASE WHEN $3 = 1 THEN $4 ELSE last_attempt_ms END, "
+                    + "last_delivery_ms = CASE WHEN $3 = 1 THEN $4 ELSE last_delivery_ms END "
+                    + "WHERE id = 1 AND holder = $5 AND delivered_cursor = $6",
+                [.int(Int64(position)), .int(untilMs), .int(delivered ? 1 : 0), .int(nowMs), .text(holder), .int(Int64(expected))]) == 1
+        }
+    }
+
+    func webhookFailed(holder: String, error: String, nowMs: Int64, untilMs: Int64) throws(BillingError) -> Bool {
+        try run { () throws(StorageError) in
+            try db.update(
+                "UPDATE webhook_cursor SET failures = failures + 1, last_error = $1, last_attempt_ms = $2, lease_until_ms = $3 "
+                    + "WHERE id = 1 AND holder = $4",
+                [.text(error), .int(nowMs), .int(untilMs), .text(holder)]) == 1
+        }
+    }
+
+    func setWebhookPosition(_ position: UInt64) throws(BillingError) {
+        try run { () throws(StorageError) in
+            _ = try db.update("UPDATE webhook_cursor SET delivered_cursor = $1, failures = 0, last_error = '' WHERE id = 1", [.int(Int64(position))])
+        }
+    }
+
     func lastCursor() throws(BillingError) -> UInt64 {
         try run { () throws(StorageError) in
             UInt64(max(0, try db.query("SELECT COALESCE(MAX(feed_cursor), 0) FROM events", [], { $0.int64(0) }).first ?? 0))

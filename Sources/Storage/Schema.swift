@@ -203,6 +203,20 @@ enum Schema {
             \(dialect.endKeyedTable)
             CREATE INDEX refund_watches_checked ON refund_watches (checked_time_ms);
             """,
+            // 9: where webhook delivery stands (one row): the last event delivered, the replica that sends and
+            // until when (a lease another replica takes over once it runs out), the last failure.
+            """
+            CREATE TABLE webhook_cursor (
+                id INTEGER NOT NULL PRIMARY KEY,
+                delivered_cursor \(ms) NOT NULL DEFAULT 0,
+                holder TEXT NOT NULL DEFAULT '',
+                lease_until_ms \(ms) NOT NULL DEFAULT 0,
+                failures INTEGER NOT NULL DEFAULT 0,
+                last_error TEXT NOT NULL DEFAULT '',
+                last_attempt_ms \(ms) NOT NULL DEFAULT 0,
+                last_delivery_ms \(ms) NOT NULL DEFAULT 0
+            );
+            """,
         ]
     }
 }
