@@ -193,3 +193,55 @@ def test_two_postgres_replicas_one_sender_and_takeover_after_kill():
         a.stop()
         b.stop()
         receiver.down()
+
+
+def billingctl(node, *args):
+    r = subprocess.run([binary("billingctl"), "--addr", node.address, *args], capture_output=True, text=True, timeout=20)
+    return r.returncode, r.stdout, r.stderr
+
+
+def test_billingctl_status_and_replay(tmp_path):
+    receiver = Receiver(new_secret())
+    node = Billingd(*hook_flags(receiver))
+    try:
+        create(node, 6)
+        assert receiver.wait_for(6)
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            rc, out, err = billingctl(node, "webhooks", "status")
+            assert rc == 0, err
+            status = json.loads(out)
+            if status["position"] == "6":
+                break
+            time.sleep(0.1)
+        assert status["position"] == "6" and status["newestCursor"] == "6" and status["lagEvents"] == "0"
+        assert status["sendingHere"] is True and status["failures"] == 0 and status["url"] == receiver.url
+        assert int(status["lastDeliveryTimeMs"]) > 0
+
+        rc, out, err = billingctl(node, "webhooks", "replay", "--from", "3")
+        assert rc == 0, err
+        assert receiver.wait_for(10)
+        assert receiver.cursors() == [1, 2, 3, 4, 5, 6, 3, 4, 5, 6]
+
+        receiver.down()
+        create(node, 1)
+        deadline = time.time() + 10
+        while time.time() < deadline:
+            status = json.loads(billingctl(node, "webhooks", "status")[1])
+            if status["failures"] >= 1:
+                break
+            time.sleep(0.2)
+        assert status["failures"] >= 1 and status["lastError"] and status["lagEvents"] == "1"
+        assert int(status["oldestUndeliveredAgeMs"]) >= 0
+        rc, _, err = billingctl(node, "webhooks", "replay")
+        assert rc == 2 and "--from" in err
+    finally:
+        node.stop()
+        receiver.down()
+
+    plain = Billingd()
+    try:
+        rc, out, err = billingctl(plain, "webhooks", "status")
+        assert rc != 0 and "WEBHOOKS_NOT_CONFIGURED" in err + out
+    finally:
+        plain.stop()

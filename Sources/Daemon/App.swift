@@ -158,6 +158,7 @@ public final class App: Sendable {
         AdminService(link: appStore, store: store, verifier: verifierSettings == nil ? nil : verifier, processor: processor, catalog: catalog) { since in
             App.reconcile(reconciler, on: reconcileQueue, sinceMs: since, metrics: metrics, logger: logger)
         }.register(in: &router)
+        WebhookAdmin.register(in: &router, sender: webhooks)
         if let apiKeys {
             if let problem = App.unknownMethodProblem(apiKeys, methods: router.methods, path: configuration.apiKeys ?? "") {
                 throw StartError(description: "billingd: --api-keys: \(problem)")

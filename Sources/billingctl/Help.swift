@@ -101,6 +101,7 @@ enum Help {
             \(AppStoreCommands.supportUsage)
             """
         ),
+        (["webhooks"], WebhookCommands.usage),
         (
             ["appstore"],
             """

@@ -88,6 +88,7 @@ struct Options {
             "product", "bundle-id", "notify-addr",
         ],
         "admin": ["since", "environment", "days", "reason", "request-id", "storefront"],
+        "webhooks": ["from"],
         "reconcile": ["since"],
         "lookup-order": [],
         "appstore": ["wait", "key-id", "issuer-id", "private-key", "bundle-id", "url", "environment"],
@@ -257,6 +258,8 @@ func run() throws {
         try AppStoreCommands.appStore(options)
     case "offer":
         try OfferCommands.run(options)
+    case "webhooks":
+        try WebhookCommands.run(options)
     default:
         throw Usage(message: "unknown command '\(options.command)'")
     }
