@@ -51,7 +51,7 @@ let package = Package(
         .target(name: "IO", dependencies: ["COpenSSL", "CSystem"], exclude: ["README.md"], swiftSettings: hotPath),
         .target(name: "HTTP2", dependencies: ["IO", "CNGHTTP2", "CMicroHTTPD", "CSystem", "RPC", "ProtoWire"], exclude: ["README.md"], swiftSettings: hotPath),
         .target(name: "HTTPClient", dependencies: ["IO", "CCurl", "CSystem"], exclude: ["README.md"], swiftSettings: strict),
-        .target(name: "AppStoreHTTP", dependencies: ["AppStoreAPI", "AppStore", "HTTP2", "IO"], exclude: ["README.md"], swiftSettings: strict),
+        .target(name: "AppStoreHTTP", dependencies: ["AppStoreAPI", "AppStore", "HTTPClient"], exclude: ["README.md"], swiftSettings: strict),
         .target(name: "Gzip", dependencies: ["CZlib"], exclude: ["README.md"], swiftSettings: strict),
         .target(name: "Connect", dependencies: ["Gzip", "HTTP2", "RPC", "ProtoJSON", "ProtoWire"], exclude: ["README.md"], swiftSettings: strict),
         .target(

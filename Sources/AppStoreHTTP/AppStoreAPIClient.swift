@@ -2,21 +2,20 @@ public import AppStoreAPI
 import AppStore
 import Dispatch
 import Glibc
-import HTTP2
-import IO
+import HTTPClient
 
-/// The App Store Server API client: HTTP/2 over TLS on nghttp2 and OpenSSL (the server's certificate and
-/// host name verified), ES256 bearer tokens, retries of 429 and 5xx with Retry-After or bounded backoff, a
-/// bounded number of calls in flight, connections kept and reused per environment.
+/// The App Store Server API client on the outbound `HTTPClient` (HTTP/2 by ALPN over OpenSSL, the server's
+/// certificate and host name verified, connections kept and reused on the client's event loop), ES256 bearer
+/// tokens, retries of 429 and 5xx with Retry-After or bounded backoff, a bounded number of calls in flight.
 ///
 /// Calls block their thread: run them on a worker queue, never on an event loop. Signed items in answers
 /// are returned as they came; callers verify them like any proof before use.
 public final class AppStoreAPIClient: AppStoreServerAPI {
     public let configuration: AppStoreAPIConfiguration
     private let token: APIToken
-    private let tls: TLSContext
+    private let client: HTTPClient
     private let slots: DispatchSemaphore
-    private let pools: [AppStoreAPIEnvironment: ConnectionPool]
+    private let bases: [AppStoreAPIEnvironment: String]
     private let observe: AppStoreAPIObserver
 
     public init(
@@ -26,22 +25,33 @@ public final class AppStoreAPIClient: AppStoreServerAPI {
     {
         self.configuration = configuration
         token = APIToken(configuration.credentials)
-        do {
-            tls = try TLSContext(clientCAPath: configuration.caPath, insecure: false)
-        } catch {
-            throw .unavailable("TLS setup: \(error)")
-        }
         slots = DispatchSemaphore(value: max(1, configuration.maxInFlight))
-        var pools: [AppStoreAPIEnvironment: ConnectionPool] = [:]
+        var bases: [AppStoreAPIEnvironment: String] = [:]
+        var cleartext = false
         for environment in AppStoreAPIEnvironment.allCases {
             guard let base = BaseURL(configuration.url(environment)) else {
                 throw .unavailable("\(configuration.url(environment)) is not an https://HOST[:PORT][/PATH] URL")
             }
-            pools[environment] = ConnectionPool(base: base, limit: max(1, configuration.maxInFlight))
+            // http:// only when the operator wrote it (a local fake); Apple's URLs are https://.
+            cleartext = cleartext || !base.tls
+            bases[environment] = (base.tls ? "https://" : "http://") + base.authority + base.prefix
         }
-        self.pools = pools
+        var settings = HTTPClientConfiguration()
+        settings.extraCAPath = configuration.caPath
+        settings.allowCleartext = cleartext
+        settings.maxConnections = max(2, min(64, configuration.maxInFlight))
+        settings.maxQueued = max(1, configuration.maxInFlight) * 2
+        settings.connectTimeoutMilliseconds = configuration.attemptTimeoutSeconds * 1000
+        do {
+            client = try HTTPClient(configuration: settings, name: "appstore-api")
+        } catch {
+            throw .unavailable("HTTP client: \(error)")
+        }
+        self.bases = bases
         self.observe = observe
     }
+
+    deinit { client.shutdown() }
 
     // MARK: endpoints
 
@@ -183,37 +193,37 @@ public final class AppStoreAPIClient: AppStoreServerAPI {
         _ name: String, _ environment: AppStoreAPIEnvironment, _ method: String, _ path: String,
         query: [(String, String)] = [], body: [UInt8] = [], expectJSON: Bool = true
     ) throws(AppStoreAPIError) -> JSONValue {
-        let pool = pools[environment]!
-        let attemptNanos = UInt64(configuration.attemptTimeoutSeconds) * 1_000_000_000
+        let base = bases[environment]!
         guard slots.wait(timeout: .now() + .seconds(configuration.attemptTimeoutSeconds)) == .success else {
             throw .unavailable("\(configuration.maxInFlight) calls already in flight")
         }
         defer { slots.signal() }
-        var target = pool.base.prefix + path
+        var target = base + path
         if !query.isEmpty { target += "?" + query.map { Self.percent($0) + "=" + Self.percent($1) }.joined(separator: "&") }
         var last = AppStoreAPIError.unavailable("no attempt made")
         var renewedToken = false
         var attempt = 0
         while attempt < max(1, configuration.maxAttempts) {
             attempt += 1
-            let started = Monotonic.now()
+            let started = DispatchTime.now().uptimeNanoseconds
             let bearer: String
             do { bearer = try token.token() } catch { throw .rejected(status: 0, code: 0, message: "cannot sign the API token: \(error)") }
             var headers = [("authorization", "Bearer " + bearer), ("accept", "application/json"), ("user-agent", "billingd")]
             if !body.isEmpty { headers.append(("content-type", "application/json")) }
-            let answer: UnaryResponse
-            do {
-                let connection = try pool.take(tls: tls, timeoutSeconds: configuration.attemptTimeoutSeconds)
-                answer = try connection.client.request(method, path: target, headers: headers, body: body, deadline: started &+ attemptNanos)
-                pool.give(connection)
-            } catch {
-                observe(name, environment, 0, Double(Monotonic.now() &- started) / 1e9)
-                last = .unavailable("\(pool.base.host): \(error)")
+            let request = HTTPClientRequest(
+                method: method, url: target, headers: headers, body: body, timeoutMilliseconds: configuration.attemptTimeoutSeconds * 1000)
+            let answer: HTTPClientResponse
+            switch client.sendAndWait(request) {
+            case .success(let response):
+                answer = response
+            case .failure(let error):
+                observe(name, environment, 0, Double(DispatchTime.now().uptimeNanoseconds &- started) / 1e9)
+                last = .unavailable("\(base): \(error)")
                 if attempt < configuration.maxAttempts { backoff(attempt: attempt, retryAfter: nil) }
                 continue
             }
-            observe(name, environment, answer.httpStatus, Double(Monotonic.now() &- started) / 1e9)
-            let status = answer.httpStatus
+            observe(name, environment, answer.status, Double(DispatchTime.now().uptimeNanoseconds &- started) / 1e9)
+            let status = answer.status
             switch status {
             case 200..<300:
                 if !expectJSON { return .null }
@@ -228,7 +238,7 @@ public final class AppStoreAPIClient: AppStoreServerAPI {
             case 429, 500..<600:
                 last = .unavailable("\(name): HTTP \(status)")
                 if attempt < configuration.maxAttempts {
-                    backoff(attempt: attempt, retryAfter: answer.headers.first { $0.name == "retry-after" }.flatMap { Int($0.value) })
+                    backoff(attempt: attempt, retryAfter: answer.header("retry-after").flatMap { Int($0) })
                 }
                 continue
             case 404:

@@ -1,4 +1,5 @@
 import CCurl
+import Dispatch
 import IO
 import Synchronization
 
@@ -14,8 +15,9 @@ public final class HTTPClient: Sendable {
     public let configuration: HTTPClientConfiguration
     private let loop: EventLoop
     private let engine: LoopBound<CurlEngine>
-    /// Requests accepted and not yet answered.
-    private let pending = Atomic<Int>(0)
+    /// Requests accepted and not yet answered. In a box of its own: completions on the loop must not hold the
+    /// client (its last release there would run `deinit`, and so `shutdown`, on the loop it joins).
+    private let pending = PendingCount()
     private let closed = Atomic<Bool>(false)
 
     public init(configuration: HTTPClientConfiguration = .init(), name: String = "http-client") throws(HTTPClientError) {
@@ -31,7 +33,7 @@ public final class HTTPClient: Sendable {
     }
 
     /// Requests accepted and not yet answered (a gauge for metrics).
-    public var inFlight: Int { pending.load(ordering: .relaxed) }
+    public var inFlight: Int { pending.value.load(ordering: .relaxed) }
 
     /// Sends `request`; `completion` gets the answer (any HTTP status) or why there is none, exactly once.
     public func send(
@@ -45,17 +47,30 @@ public final class HTTPClient: Sendable {
             completion(.failure(.shutdown))
             return
         }
-        if pending.add(1, ordering: .relaxed).newValue > configuration.maxQueued {
-            pending.subtract(1, ordering: .relaxed)
+        if pending.value.add(1, ordering: .relaxed).newValue > configuration.maxQueued {
+            pending.value.subtract(1, ordering: .relaxed)
             completion(.failure(.overloaded))
             return
         }
-        engine.execute { [self] engine in
+        engine.execute { [pending] engine in
             engine.start(request) { result in
-                self.pending.subtract(1, ordering: .relaxed)
+                pending.value.subtract(1, ordering: .relaxed)
                 completion(result)
             }
         }
+    }
+
+    /// Sends `request` and blocks this thread until the answer: only on threads that may block (worker pools,
+    /// background threads), never on an event loop.
+    public func sendAndWait(_ request: HTTPClientRequest) -> Result<HTTPClientResponse, HTTPClientError> {
+        let answer = Mutex<Result<HTTPClientResponse, HTTPClientError>?>(nil)
+        let ready = DispatchSemaphore(value: 0)
+        send(request) { result in
+            answer.withLock { $0 = result }
+            ready.signal()
+        }
+        ready.wait()
+        return answer.withLock { $0 } ?? .failure(.shutdown)
     }
 
     /// Sends `request` and suspends until the answer.
@@ -65,6 +80,8 @@ public final class HTTPClient: Sendable {
         }
         return try result.get()
     }
+
+    deinit { shutdown() }
 
     /// Fails every request not yet answered with `shutdown`, closes the connections and ends the loop thread.
     /// Later `send`s fail with `shutdown`. Call it from any thread but the client's own loop.
@@ -77,6 +94,10 @@ public final class HTTPClient: Sendable {
         }
         loop.join()
     }
+}
+
+final class PendingCount: Sendable {
+    let value = Atomic<Int>(0)
 }
 
 /// `curl_global_init`, once per process, before the first handle.
