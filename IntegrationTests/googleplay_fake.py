@@ -157,6 +157,19 @@ def new_purchase_token():
         secrets.token_urlsafe(48).replace("-", "x").replace("_", "y")
 
 
+_RSA_KEYS = {}
+_RSA_LOCK = threading.Lock()
+
+
+def _rsa_key(role):
+    """An RSA-2048 key per role, made once a process (key generation is the slow part of starting a fake; key ids
+    and emails still differ per fake)."""
+    with _RSA_LOCK:
+        if role not in _RSA_KEYS:
+            _RSA_KEYS[role] = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        return _RSA_KEYS[role]
+
+
 def _self_signed(key, cn):
     """A self-signed X.509 certificate for an RSA key, as Google publishes its push-token keys in v1/certs."""
     start = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(days=1)
@@ -211,18 +224,21 @@ class FakeGooglePlay:
         self._orders = {}  # orderId -> (kind, token, record of that order)
         self._voided = []  # voided purchase records, in the order Google saw them voided
         self._pushes = {}  # messageId -> {"body", "url"}
+        self._in_flight = 0
+        self.max_in_flight = 0  # the most API and token requests answered at once (reset_calls resets it)
+        self.send_latest_order_id = True  # False: no top-level latestOrderId (gone from the current reference)
 
         self._own_dir = tls_dir is None
         self._dir = tls_dir or tempfile.mkdtemp(prefix="fake-googleplay-")
         os.makedirs(self._dir, exist_ok=True)
         self.ca_path, cert_path, key_path = _make_tls_files(self._dir)
-        self._sa_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        self._sa_key = _rsa_key("service account")
         self.private_key_id = secrets.token_hex(20)
         self.client_email = f"billingd@{project_id}.iam.gserviceaccount.com"
         self.client_id = str(100000000000000000000 + secrets.randbelow(10 ** 20))
-        self._push_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)
+        self._push_key = _rsa_key("push")
         self.push_kid = secrets.token_hex(20)
-        self._stranger_key = rsa.generate_private_key(public_exponent=65537, key_size=2048)  # kid Google never served
+        self._stranger_key = _rsa_key("stranger")  # a key no certs URL serves
         self._push_cert = _self_signed(self._push_key, "fake-googleplay-push")
         self.push_sub = str(100000000000000000000 + secrets.randbelow(10 ** 20))
         self._start(cert_path, key_path, port)
@@ -563,6 +579,18 @@ class FakeGooglePlay:
             token, entry["orderId"], product_type, refund_type, package=record["package"])))
         return dict(entry, push=pushes[-1], pushes=pushes)
 
+    def refund_unacknowledged(self, *, age_ms=3 * DAY):
+        """What Google does to purchases not acknowledged within three days: voids (refunds) every PURCHASED
+        one-time purchase and every subscription whose first order is older than age_ms and not acknowledged
+        (voidedReason 8 unacknowledged_purchase, voidedSource 2 Google). Returns the voided entries."""
+        cutoff = now_ms() - age_ms
+        with self._lock:
+            tokens = [t for t, r in self._products.items() if r["state"] == "purchased" and not r["acknowledged"]
+                      and not r["consumed"] and r["purchaseMs"] <= cutoff]
+            tokens += [t for t, r in self._subs.items() if not r["acknowledged"] and r["startMs"] is not None and
+                       r["startMs"] <= cutoff and r["state"] != "SUBSCRIPTION_STATE_EXPIRED"]
+        return [self.void(t, reason="unacknowledged_purchase", source="google") for t in tokens]
+
     def revoke(self, token, *, by="developer"):
         """Access revoked at once (a refund or the developer's revoke): EXPIRED as the API shows it,
         SUBSCRIPTION_REVOKED."""
@@ -625,6 +653,7 @@ class FakeGooglePlay:
     def reset_calls(self):
         with self._lock:
             self._calls.clear()
+            self.max_in_flight = self._in_flight
 
     # ---- notifications (Pub/Sub push) -----------------------------------------------------------------------------
 
@@ -753,23 +782,31 @@ class FakeGooglePlay:
         if method == "GET" and path == "/oauth2/v1/certs":
             return 200, {"cache-control": "public, max-age=3600"}, json.dumps(self.pem_certs()).encode()
         entry = {"method": None, "http_method": method, "path": path, "packageName": None, "productId": None,
-                 "token": None, "query": query, "json": None, "status": None, "auth_error": None, "time": time.time()}
+                 "token": None, "query": query, "json": None, "status": None, "answer": None, "auth_error": None,
+                 "time": time.time(), "http_version": scope.get("http_version")}
         with self._lock:
             self._calls.append(entry)
-        stall = self._take(self._delays, path)
-        if stall:
-            await asyncio.sleep(stall[0])
+            self._in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self._in_flight)
         try:
-            if path == "/token":
-                entry["method"] = "oauth2.token"
-                status, extra, out = self._token_endpoint(method, headers, body, entry)
-            else:
-                status, extra, out = self._api(method, path, query, headers, body, entry)
-        except GoogleError as e:
-            status, extra = e.status, dict(e.headers)
-            out = json.dumps(e.body if e.body is not None else error_body(e.status, e.error,
-                                                                           location=e.location)).encode()
+            stall = self._take(self._delays, path)
+            if stall:
+                await asyncio.sleep(stall[0])
+            try:
+                if path == "/token":
+                    entry["method"] = "oauth2.token"
+                    status, extra, out = self._token_endpoint(method, headers, body, entry)
+                else:
+                    status, extra, out = self._api(method, path, query, headers, body, entry)
+            except GoogleError as e:
+                status, extra = e.status, dict(e.headers)
+                out = json.dumps(e.body if e.body is not None else error_body(e.status, e.error,
+                                                                               location=e.location)).encode()
+        finally:
+            with self._lock:
+                self._in_flight -= 1
         entry["status"] = status
+        entry["answer"] = json.loads(out) if out else None
         return status, extra, out
 
     def _fault(self, path):
@@ -871,18 +908,47 @@ class FakeGooglePlay:
             entry["productId"], entry["token"] = args[1], args[2]
         elif name == "purchases.subscriptionsv2.get":
             entry["token"] = args[1]
-        try:
-            entry["json"] = json.loads(body) if body else None
-        except ValueError:
-            raise GoogleError(400, "invalid", body=error_body(400, "invalid", message="Invalid JSON payload received."))
         if self.down:
             self._fault(path)
         self._authorize(headers.get("authorization"), entry)
         self._fault(path)
+        self._check_body(name, body)
+        entry["json"] = json.loads(body) if body else None
         if args[0] not in self.packages:
             raise GoogleError(401, "permission")  # the service account has no access to that app
         result = getattr(self, handler)(*args, query=query, body=entry["json"])
         return 200, {}, (json.dumps(result).encode() if result is not None else b"")
+
+    # The request bodies' fields (ProductPurchasesAcknowledgeRequest, SubscriptionPurchasesAcknowledgeRequest).
+    REQUEST_FIELDS = {"purchases.products.acknowledge": {"developerPayload": None},
+                      "purchases.subscriptions.acknowledge": {"developerPayload": None, "externalAccountIds": {
+                          "obfuscatedAccountId": None, "obfuscatedProfileId": None}}}
+
+    @classmethod
+    def _check_body(cls, name, body):
+        """400 as Google answers a payload that is not JSON or names a field the request message lacks."""
+        if not body:
+            return
+        try:
+            data = json.loads(body)
+        except ValueError:
+            data = None
+
+        def unknown(value, fields):
+            if not isinstance(value, dict):
+                return "(the payload)"
+            for key, sub in value.items():
+                if key not in fields:
+                    return key
+                inner = unknown(sub, fields[key]) if fields[key] is not None else None
+                if inner:
+                    return f"{key}.{inner}"
+            return None
+
+        bad = "(not JSON)" if data is None else unknown(data, cls.REQUEST_FIELDS.get(name, {}))
+        if bad:
+            raise GoogleError(400, "invalid", body=error_body(400, "invalid", message=(
+                f'Invalid JSON payload received. Unknown name "{bad}": Cannot find field.')))
 
     def _authorize(self, authorization, entry):
         """401 (Google's body and WWW-Authenticate) unless a bearer token issued here and not expired; 403 when it
@@ -1012,7 +1078,7 @@ class FakeGooglePlay:
                "etag": b64url(str(hash((r["state"], r["expiryMs"], r["orderId"], r["acknowledged"]))).encode())}
         if r["startMs"] is not None:
             out["startTime"] = rfc3339(r["startMs"])
-        if r["orderId"]:
+        if r["orderId"] and self.send_latest_order_id:
             out["latestOrderId"] = r["orderId"]
         if r["linkedPurchaseToken"]:
             out["linkedPurchaseToken"] = r["linkedPurchaseToken"]
@@ -1042,6 +1108,11 @@ class FakeGooglePlay:
             if r["state"] in ("SUBSCRIPTION_STATE_PENDING", "SUBSCRIPTION_STATE_PENDING_PURCHASE_CANCELED"):
                 raise GoogleError(400, "invalid_state", location="token")
             r["acknowledged"] = True
+            ids = (body or {}).get("externalAccountIds") or {}
+            if r["accountId"] is None and ids.get("obfuscatedAccountId"):
+                r["accountId"] = ids["obfuscatedAccountId"]
+            if r["profileId"] is None and ids.get("obfuscatedProfileId"):
+                r["profileId"] = ids["obfuscatedProfileId"]
         return None
 
     def _voided_list(self, package, *, query, body):
@@ -1185,7 +1256,7 @@ class FakeGooglePlay:
     def _control_route(self, method, path, data):
         parts = [urllib.parse.unquote(p) for p in path.split("/")[2:]]
         if method == "GET" and parts == ["calls"]:
-            return {"calls": self.calls()}
+            return {"calls": self.calls(), "maxInFlight": self.max_in_flight}
         if method == "DELETE" and parts == ["calls"]:
             self.reset_calls()
             return {}
@@ -1195,7 +1266,8 @@ class FakeGooglePlay:
                     "jwksPath": self.jwks_path, "pemCertsPath": self.pem_certs_path, "packages": sorted(self.packages),
                     "pushEmail": self.push_email, "rtdnUrl": self.rtdn_url, "flags": self.billingd_flags()}
         if method == "POST" and parts == ["config"]:
-            for key, attr in (("rtdnUrl", "rtdn_url"), ("rtdnCa", "rtdn_ca"), ("pushAudience", "push_audience")):
+            for key, attr in (("rtdnUrl", "rtdn_url"), ("rtdnCa", "rtdn_ca"), ("pushAudience", "push_audience"),
+                              ("sendLatestOrderId", "send_latest_order_id"), ("tokenLifetime", "token_lifetime")):
                 if key in data:
                     setattr(self, attr, data[key])
             if "packages" in data:
@@ -1238,6 +1310,8 @@ class FakeGooglePlay:
             return {"expired": self.expire_access_tokens()}
         if parts == ["push"]:
             return self._control_push(data)
+        if parts == ["refund-unacknowledged"]:
+            return {"voided": self.refund_unacknowledged(age_ms=int(data.get("ageMillis", 3 * DAY)))}
         if parts == ["redeliver"]:
             return self.redeliver(data["messageId"], data.get("url"), auth=data.get("auth", "valid"),
                                   ca=data.get("ca"))
