@@ -314,7 +314,7 @@ class FakeGooglePlay:
                   "consumed": bool(consumed), "developerPayload": developer_payload, "refunded": False}
         if purchase_type is not None:
             record["purchaseType"] = purchase_type
-        if state != "pending":
+        if state == "purchased":
             record["orderId"] = order_id or new_order_id()
         note = self.one_time_notification(record, "ONE_TIME_PRODUCT_PURCHASED") if state == "purchased" else None
         return self._register(self._products, record, lambda r: {"createMs": r["purchaseMs"]}, note if notify else None)
@@ -401,16 +401,22 @@ class FakeGooglePlay:
                 "basePlanId": record["basePlanId"], "offerId": record["offerId"], "priceMicros": record["priceMicros"],
                 "currency": record["currency"]}
 
-    def _sub_change(self, token, change, notification):
-        """Applies change(record, now) under the lock, then sends `notification` (a type name or None)."""
+    def _sub_change(self, token, change, notification, states=None):
+        """Applies change(record, now) under the lock to a subscription in one of `states` (short names such as
+        ACTIVE; None: any), then sends `notification` (a type name or None)."""
         with self._lock:
             record = self._subs[token]
+            if states is not None and record["state"].replace("SUBSCRIPTION_STATE_", "") not in states:
+                raise ValueError(f"not for a subscription in {record['state']} (only {', '.join(states)})")
             change(record, now_ms())
         push = self._auto_notify(self.subscription_notification(record, notification)) if notification else None
         return dict(self.subscription(token), push=push)
 
     def _new_order(self, record, now):
-        """A renewal order: the first order's id with `..N` (N from 0), the expiry one period later."""
+        """A renewal order: the first order's id with `..N` (N from 0), the expiry one period later (from the
+        renewal date a grace period held open; from now after a hold or a pause)."""
+        if record["state"] == "SUBSCRIPTION_STATE_IN_GRACE_PERIOD":
+            record["expiryMs"] = record.pop("graceFromMs")
         record["expiryMs"] = max(record["expiryMs"] or now, now if record["state"] in (
             "SUBSCRIPTION_STATE_ON_HOLD", "SUBSCRIPTION_STATE_PAUSED") else 0) + record["periodMs"]
         record["orderId"] = f"{record['orderBase']}..{record['renewals']}"
@@ -440,14 +446,14 @@ class FakeGooglePlay:
     def renew(self, token):
         """The next period is paid: orderId `<first>..N`, expiry one period later, SUBSCRIPTION_RENEWED (a deferred
         replacement takes effect now)."""
-        return self._sub_change(token, self._new_order, "SUBSCRIPTION_RENEWED")
+        return self._sub_change(token, self._new_order, "SUBSCRIPTION_RENEWED", ["ACTIVE"])
 
     def cancel(self, token, *, by="user", reason=None):
         """Auto-renew off (the user keeps access until expiryTime): CANCELED, SUBSCRIPTION_CANCELED. by: user,
         system or developer (canceledStateContext); reason: a CancelSurveyResult reason for a user."""
         def change(r, now):
             r.update(state="SUBSCRIPTION_STATE_CANCELED", autoRenew=False, canceled=self._cancel_context(by, now, reason))
-        return self._sub_change(token, change, "SUBSCRIPTION_CANCELED")
+        return self._sub_change(token, change, "SUBSCRIPTION_CANCELED", ["ACTIVE", "IN_GRACE_PERIOD"])
 
     @staticmethod
     def _cancel_context(by, now, reason=None):
@@ -463,41 +469,44 @@ class FakeGooglePlay:
         """A canceled subscription the user restored before it lapsed: ACTIVE, SUBSCRIPTION_RESTARTED."""
         def change(r, now):
             r.update(state="SUBSCRIPTION_STATE_ACTIVE", autoRenew=True, canceled=None)
-        return self._sub_change(token, change, "SUBSCRIPTION_RESTARTED")
+        return self._sub_change(token, change, "SUBSCRIPTION_RESTARTED", ["CANCELED"])
 
     def expire(self, token):
         """The subscription lapsed: EXPIRED, expiry now at the latest, SUBSCRIPTION_EXPIRED."""
         def change(r, now):
             r.update(state="SUBSCRIPTION_STATE_EXPIRED", autoRenew=False, paused=None, expiredMs=now,
                      expiryMs=min(r["expiryMs"] or now, now), canceled=r["canceled"] or self._cancel_context("system", now))
-        return self._sub_change(token, change, "SUBSCRIPTION_EXPIRED")
+        return self._sub_change(token, change, "SUBSCRIPTION_EXPIRED",
+                                ["ACTIVE", "CANCELED", "IN_GRACE_PERIOD", "ON_HOLD", "PAUSED"])
 
     def pause(self, token, *, resume_ms=None):
         """PAUSED until resume_ms (default one period on), access ends now: SUBSCRIPTION_PAUSED."""
         def change(r, now):
             r.update(state="SUBSCRIPTION_STATE_PAUSED", expiryMs=min(r["expiryMs"], now),
                      paused={"autoResumeTime": rfc3339(resume_ms or now + r["periodMs"])})
-        return self._sub_change(token, change, "SUBSCRIPTION_PAUSED")
+        return self._sub_change(token, change, "SUBSCRIPTION_PAUSED", ["ACTIVE"])
 
     def resume(self, token):
         """A paused subscription resumes and is charged: a renewal order, SUBSCRIPTION_RENEWED."""
-        return self._sub_change(token, self._new_order, "SUBSCRIPTION_RENEWED")
+        return self._sub_change(token, self._new_order, "SUBSCRIPTION_RENEWED", ["PAUSED"])
 
     def grace(self, token, *, days=3):
         """The renewal payment was declined: IN_GRACE_PERIOD, access until `days` later, SUBSCRIPTION_IN_GRACE_PERIOD."""
         def change(r, now):
-            r.update(state="SUBSCRIPTION_STATE_IN_GRACE_PERIOD", expiryMs=max(r["expiryMs"], now) + days * DAY)
-        return self._sub_change(token, change, "SUBSCRIPTION_IN_GRACE_PERIOD")
+            r.update(state="SUBSCRIPTION_STATE_IN_GRACE_PERIOD", graceFromMs=r["expiryMs"],
+                     expiryMs=max(r["expiryMs"], now) + days * DAY)
+        return self._sub_change(token, change, "SUBSCRIPTION_IN_GRACE_PERIOD", ["ACTIVE"])
 
     def hold(self, token):
         """Account hold: ON_HOLD, no access, SUBSCRIPTION_ON_HOLD."""
         def change(r, now):
+            r.pop("graceFromMs", None)
             r.update(state="SUBSCRIPTION_STATE_ON_HOLD", expiryMs=min(r["expiryMs"], now))
-        return self._sub_change(token, change, "SUBSCRIPTION_ON_HOLD")
+        return self._sub_change(token, change, "SUBSCRIPTION_ON_HOLD", ["ACTIVE", "IN_GRACE_PERIOD"])
 
     def recover(self, token):
         """Payment fixed in grace period or on hold: a renewal order, SUBSCRIPTION_RECOVERED."""
-        return self._sub_change(token, self._new_order, "SUBSCRIPTION_RECOVERED")
+        return self._sub_change(token, self._new_order, "SUBSCRIPTION_RECOVERED", ["IN_GRACE_PERIOD", "ON_HOLD"])
 
     def change(self, token, new_product_id, *, base_plan=None, replacement_mode="WITH_TIME_PRORATION",
                new_token=None, price_micros=None, period_ms=None, **kwargs):
@@ -508,10 +517,13 @@ class FakeGooglePlay:
         if replacement_mode not in REPLACEMENT_MODES:
             raise ValueError(f"replacement_mode is one of {sorted(REPLACEMENT_MODES)}")
         old = self.subscription(token)
+        live = ["ACTIVE", "CANCELED", "IN_GRACE_PERIOD", "ON_HOLD", "PAUSED"]
         if replacement_mode == "DEFERRED":
             def deferred(r, now):
                 r["deferredProductId"] = new_product_id
-            return self._sub_change(token, deferred, None)
+            return self._sub_change(token, deferred, None, ["ACTIVE"])
+        if old["state"].replace("SUBSCRIPTION_STATE_", "") not in live:
+            raise ValueError(f"no replacement for a subscription in {old['state']} (a new purchase instead)")
 
         def replaced(r, now):
             r.update(state="SUBSCRIPTION_STATE_EXPIRED", autoRenew=False, expiryMs=min(r["expiryMs"], now),
@@ -535,15 +547,15 @@ class FakeGooglePlay:
         """Refunds or charges back a purchase: it joins voidedpurchases.list and a voidedPurchaseNotification is
         sent. One-time: all of it (purchaseState 1) or `quantity` of it (a quantity-based partial refund, listed
         only with includeQuantityBasedPartialRefund). Subscription: the order `order_id` (default the latest),
-        and the subscription is revoked as revoke() does."""
+        and, when that is the latest order of a live subscription, the subscription is revoked as revoke() does."""
         reason_code = VOIDED_REASONS[reason] if isinstance(reason, str) else int(reason)
         source_code = VOIDED_SOURCES[source] if isinstance(source, str) else int(source)
         voided_ms = voided_ms or now_ms()
         with self._lock:
             if token in self._products:
                 record = self._products[token]
-                if record["orderId"] is None:
-                    raise ValueError("a purchase without an order (pending) cannot be voided")
+                if record["orderId"] is None or record["refundableQuantity"] == 0:
+                    raise ValueError("nothing to void: a purchase without an order, or voided already")
                 if quantity is not None and not 1 <= quantity <= record["refundableQuantity"]:
                     raise ValueError("quantity is 1 to the refundable quantity")
                 partial = quantity is not None and quantity < record["refundableQuantity"]
@@ -562,8 +574,12 @@ class FakeGooglePlay:
             elif token in self._subs:
                 record = self._subs[token]
                 order = order_id or record["orderId"]
-                if order is None or order not in self._orders:
+                if order is None or self._orders.get(order, (None, None))[1] != token:
                     raise ValueError("no such order of this subscription")
+                if any(e["orderId"] == order for e, _ in self._voided):
+                    raise ValueError("that order is voided already")
+                revoke = order == record["orderId"] and record["state"] not in (
+                    "SUBSCRIPTION_STATE_EXPIRED", "SUBSCRIPTION_STATE_PENDING_PURCHASE_CANCELED")
                 entry = {"purchaseToken": token, "orderId": order, "purchaseTimeMillis": str(
                     self._orders[order][2]["createMs"]), "voidedTimeMillis": str(voided_ms),
                     "voidedSource": source_code, "voidedReason": reason_code, "kind": "androidpublisher#voidedPurchase"}
@@ -573,7 +589,7 @@ class FakeGooglePlay:
                 raise KeyError(token)
             self._voided.append((entry, meta))
         pushes = []
-        if token in self._subs:
+        if token in self._subs and revoke:
             pushes.append(self.revoke(token, by="system" if source_code == 2 else "developer")["push"])
         pushes.append(self._auto_notify(self.voided_notification(
             token, entry["orderId"], product_type, refund_type, package=record["package"])))
@@ -597,7 +613,8 @@ class FakeGooglePlay:
         def change(r, now):
             r.update(state="SUBSCRIPTION_STATE_EXPIRED", autoRenew=False, expiryMs=min(r["expiryMs"] or now, now),
                      expiredMs=now, paused=None, canceled=self._cancel_context(by, now))
-        return self._sub_change(token, change, "SUBSCRIPTION_REVOKED")
+        return self._sub_change(token, change, "SUBSCRIPTION_REVOKED",
+                                ["ACTIVE", "CANCELED", "IN_GRACE_PERIOD", "ON_HOLD", "PAUSED"])
 
     # ---- faults, access tokens and the call record ----------------------------------------------------------------
 

@@ -434,12 +434,17 @@ def test_pause_grace_hold_recover_revoke(fake, play):
     got = get.execute()
     assert got["subscriptionState"] == "SUBSCRIPTION_STATE_IN_GRACE_PERIOD"
     assert got["inGracePeriodStateContext"]["renewalDeclined"]["pendingOrderId"] == s["orderId"] + "..1"
+    before = fake.subscription(s["token"])["expiryMs"]
+    fake.recover(s["token"])  # paid within the grace period: the period runs from the old renewal date
+    assert fake.subscription(s["token"])["expiryMs"] == before - 3 * DAY + 30 * DAY
+    fake.grace(s["token"], days=3)
     fake.hold(s["token"])
     got = get.execute()
     assert got["subscriptionState"] == "SUBSCRIPTION_STATE_ON_HOLD" and ms(got["lineItems"][0]["expiryTime"]) <= now_ms()
     fake.recover(s["token"])
     got = get.execute()
-    assert got["subscriptionState"] == "SUBSCRIPTION_STATE_ACTIVE" and got["latestOrderId"] == s["orderId"] + "..1"
+    assert got["subscriptionState"] == "SUBSCRIPTION_STATE_ACTIVE" and got["latestOrderId"] == s["orderId"] + "..2"
+    assert ms(got["lineItems"][0]["expiryTime"]) - now_ms() > 29 * DAY  # after a hold: from the recovery
     fake.revoke(s["token"])
     got = get.execute()
     assert got["subscriptionState"] == "SUBSCRIPTION_STATE_EXPIRED"  # the API shows a revoked one as expired
@@ -642,8 +647,11 @@ def test_control_api_scripts_the_fake(fake, play):
     assert renewed["orderId"] == sub["orderId"] + "..0"
     new = control(f"subscriptions/{sub['token']}/change", {"productId": "pro.yearly"})
     assert new["linkedPurchaseToken"] == sub["token"]
-    control(f"subscriptions/{new['token']}/cancel", {"by": "user"})
     control(f"subscriptions/{new['token']}/pause", {})
+    assert control(f"subscriptions/{new['token']}/resume")["orderId"] == new["orderId"] + "..0"
+    control(f"subscriptions/{new['token']}/cancel", {"by": "user"})
+    r = s.post(fake.url + f"/fake/subscriptions/{new['token']}/renew", timeout=10)
+    assert r.status_code == 400 and "CANCELED" in r.json()["error"]  # a canceled subscription does not renew
     voided = control(f"subscriptions/{new['token']}/void", {"voidedReason": "fraud", "voidedSource": "developer"})
     assert (voided["voidedReason"], voided["voidedSource"]) == (5, 1)
     got = play.subscriptionsv2().get(packageName=PACKAGE, token=new["token"]).execute()
@@ -972,3 +980,34 @@ def test_control_api_rtdn_to_a_receiver_that_calls_back(fake, discovery, tmp_pat
         server.shutdown()
         server.server_close()
         thread.join(5)
+
+
+def test_void_rules(fake, play, receiver):
+    fake.rtdn_url = receiver.url
+    s = fake.add_subscription("pro.monthly")
+    fake.renew(s["token"])
+    old = fake.void(s["token"], order_id=s["orderId"])  # the first order: access is paid by the renewal
+    assert old["orderId"] == s["orderId"] and len(old["pushes"]) == 1
+    got = play.subscriptionsv2().get(packageName=PACKAGE, token=s["token"]).execute()
+    assert got["subscriptionState"] == "SUBSCRIPTION_STATE_ACTIVE"
+    with pytest.raises(ValueError):
+        fake.void(s["token"], order_id=s["orderId"])  # voided already
+    with pytest.raises(ValueError):
+        fake.void(s["token"], order_id=new_order_id())  # not an order of this subscription
+    latest = fake.void(s["token"])
+    assert latest["orderId"] == s["orderId"] + "..0" and len(latest["pushes"]) == 2  # REVOKED, then voided
+    got = play.subscriptionsv2().get(packageName=PACKAGE, token=s["token"]).execute()
+    assert got["subscriptionState"] == "SUBSCRIPTION_STATE_EXPIRED"
+    c = fake.add_product("coins100", quantity=4)
+    fake.void(c["token"], quantity=1)
+    fake.void(c["token"], quantity=3)  # the rest: a full refund of what was left
+    with pytest.raises(ValueError):
+        fake.void(c["token"])
+    got = play.products().get(packageName=PACKAGE, productId="coins100", token=c["token"]).execute()
+    assert (got["purchaseState"], got["refundableQuantity"]) == (1, 0)
+    rows = play.voidedpurchases().list(packageName=PACKAGE, type=1, includeQuantityBasedPartialRefund=True).execute()
+    assert [(r["orderId"], r.get("voidedQuantity")) for r in rows["voidedPurchases"]] == [
+        (s["orderId"], None), (s["orderId"] + "..0", None), (c["orderId"], 1), (c["orderId"], None)]
+    refunds = [decode(b)["voidedPurchaseNotification"] for _, b in receiver.posts
+               if "voidedPurchaseNotification" in decode(b)]
+    assert [(n["productType"], n["refundType"]) for n in refunds] == [(1, 1), (1, 1), (2, 2), (2, 1)]
