@@ -753,17 +753,19 @@ class FakeGooglePlay:
         message_id = body.get("message", {}).get("messageId", message_id)
         with self._lock:
             self._pushes[message_id] = {"body": body, "url": url}
-        headers = {"content-type": "application/json", "user-agent": "APIs-Google; (+https://developers.google.com/webmasters/APIs-Google.html)"}
+        headers = {"content-type": "application/json",
+                   "user-agent": "APIs-Google; (+https://developers.google.com/webmasters/APIs-Google.html)"}
         if auth != "none":
             headers["authorization"] = "Bearer " + self.push_token(audience or self.push_audience or url, variant=auth)
         request = urllib.request.Request(url, data=json.dumps(body).encode(), headers=headers, method="POST")
-        context = None
+        handlers = [urllib.request.ProxyHandler({})]  # straight to the receiver, whatever *_proxy says
         if url.startswith("https:"):
             context = ssl.create_default_context(cafile=ca if ca else None)
             if ca is False:
                 context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+            handlers.append(urllib.request.HTTPSHandler(context=context))
         try:
-            with urllib.request.urlopen(request, timeout=timeout, context=context) as answer:
+            with urllib.request.build_opener(*handlers).open(request, timeout=timeout) as answer:
                 status, out = answer.status, answer.read()
         except urllib.error.HTTPError as e:
             status, out = e.code, e.read()
