@@ -922,12 +922,11 @@ def test_http2_and_concurrent_calls(fake, play):
         assert fake.calls("purchases.products.get")[-1]["http_version"] == "2"
         fake.reset_calls()
         fake.delay(0.5, count=4)
-        started = time.time()
         with concurrent.futures.ThreadPoolExecutor(4) as pool:
             answers = list(pool.map(lambda _: client.get(url, headers={"authorization": "Bearer " + access}),
                                     range(4)))
         assert [x.status_code for x in answers] == [200] * 4
-        assert time.time() - started < 1.9 and fake.max_in_flight >= 2  # the delays overlapped
+        assert fake.max_in_flight >= 2  # one HTTP/2 connection, the stalled answers overlapped
 
 
 def test_delay_lets_a_client_time_out(fake, discovery):
@@ -937,11 +936,11 @@ def test_delay_lets_a_client_time_out(fake, discovery):
     play = build_from_document(dict(discovery, rootUrl=fake.url + "/"), http=authed).purchases()
     get = play.products().get(packageName=PACKAGE, productId="coins100", token=a["token"])
     get.execute()
-    fake.delay(2.0, path_prefix="/androidpublisher")
+    fake.delay(3.0, path_prefix="/androidpublisher")
     started = time.time()
     with pytest.raises(OSError):  # socket.timeout / TimeoutError
         get.execute()
-    assert time.time() - started < 1.9
+    assert time.time() - started < 2.5  # the client gave up before the answer came
     assert get.execute()["purchaseState"] == 0
 
 
