@@ -1010,3 +1010,14 @@ def test_void_rules(fake, play, receiver):
     refunds = [decode(b)["voidedPurchaseNotification"] for _, b in receiver.posts
                if "voidedPurchaseNotification" in decode(b)]
     assert [(n["productType"], n["refundType"]) for n in refunds] == [(1, 1), (1, 1), (2, 2), (2, 1)]
+
+
+def test_prepaid_plan(fake, play):
+    s = fake.add_subscription("pass.month", base_plan="prepaid-1m", prepaid=True, period_ms=30 * DAY)
+    got = play.subscriptionsv2().get(packageName=PACKAGE, token=s["token"]).execute()
+    item = got["lineItems"][0]
+    assert "autoRenewingPlan" not in item and ms(item["expiryTime"]) == s["expiryMs"]
+    assert ms(item["prepaidPlan"]["allowExtendAfterTime"]) == s["expiryMs"] - 3 * DAY
+    fake.expire(s["token"])
+    item = play.subscriptionsv2().get(packageName=PACKAGE, token=s["token"]).execute()["lineItems"][0]
+    assert item["prepaidPlan"] == {}
