@@ -11,6 +11,7 @@ public final class InMemoryOrderStore: OrderStore {
         var notifications: [String: NotificationRecord] = [:]
         var refundWatches: [String: RefundWatch] = [:]
         var webhook: WebhookCursor?
+        var acknowledgements: [String: PlayAcknowledgement] = [:]
         var events: [EventRecord] = []
         var nextCursor: UInt64 = 1
     }
@@ -137,6 +138,22 @@ public final class InMemoryOrderStore: OrderStore {
             w.leaseUntilMs = untilMs
             state.webhook = w
             return true
+        }
+        func queueAcknowledgement(_ a: PlayAcknowledgement) {
+            if state.acknowledgements[a.purchaseToken] == nil { state.acknowledgements[a.purchaseToken] = a }
+        }
+        func dueAcknowledgements(nowMs: Int64, limit: Int) -> [PlayAcknowledgement] {
+            Array(
+                state.acknowledgements.values.filter { !$0.isDone && $0.nextAttemptMs <= nowMs }.sorted {
+                    ($0.nextAttemptMs, $0.purchaseToken) < ($1.nextAttemptMs, $1.purchaseToken)
+                }
+                .prefix(limit))
+        }
+        func updateAcknowledgement(_ a: PlayAcknowledgement) {
+            if state.acknowledgements[a.purchaseToken] != nil { state.acknowledgements[a.purchaseToken] = a }
+        }
+        func unacknowledgedCount(createdBeforeMs: Int64) -> Int {
+            state.acknowledgements.values.filter { $0.acknowledgedMs == 0 && $0.createdMs < createdBeforeMs }.count
         }
         func setWebhookPosition(_ position: UInt64) {
             state.webhook?.position = position

@@ -72,6 +72,14 @@ public protocol PurchaseLedger {
     func webhookFailed(holder: String, error: String, nowMs: Int64, untilMs: Int64) throws(BillingError) -> Bool
     /// Sets the position (replay), clearing the failure count.
     func setWebhookPosition(_ position: UInt64) throws(BillingError)
+    /// Queues a Google Play purchase for acknowledgement; a token already queued changes nothing.
+    func queueAcknowledgement(_ a: PlayAcknowledgement) throws(BillingError)
+    /// Acknowledgements not done whose next attempt is due at `nowMs`, the oldest due first; at most `limit`.
+    func dueAcknowledgements(nowMs: Int64, limit: Int) throws(BillingError) -> [PlayAcknowledgement]
+    /// Records an attempt's outcome: what Google confirmed (times, 0 for not yet), the error and the next attempt.
+    func updateAcknowledgement(_ a: PlayAcknowledgement) throws(BillingError)
+    /// Purchases queued before `createdBeforeMs` and not yet acknowledged.
+    func unacknowledgedCount(createdBeforeMs: Int64) throws(BillingError) -> Int
 }
 
 extension PurchaseLedger {
@@ -149,6 +157,7 @@ public enum PurchaseRules {
             } else {
                 try ledger.insert(OwnedTransaction(transaction: current, accountID: order.accountID, orderID: order.id))
             }
+            try PlayAcknowledgementRules.queueIfDue(ledger, current, accountID: order.accountID, nowMs: context.nowMs)
             try adoptUnowned(ledger, originalTransactionID: current.originalTransactionID, owner: order.accountID)
             var completed = order
             completed.state = .completed
@@ -368,6 +377,7 @@ public enum PurchaseRules {
         guard let known = try ledger.owned(transactionID: t.transactionID) else {
             let owned = OwnedTransaction(transaction: t, accountID: owner, orderID: nil)
             try ledger.insert(owned)
+            try PlayAcknowledgementRules.queueIfDue(ledger, t, accountID: owner, nowMs: context.nowMs)
             try adoptUnowned(ledger, originalTransactionID: t.originalTransactionID, owner: owner)
             return (owned, nil)
         }

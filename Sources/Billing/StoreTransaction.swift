@@ -30,6 +30,8 @@ public struct StoreTransaction: Sendable, Equatable {
     public var revocationPercentage = 0
     public var price = PriceFacts()
     public var subscriptionGroupID = ""
+    /// Google Play: the purchase token the proof named (to acknowledge it); not stored with the transaction.
+    public var purchaseToken = ""
 
     public init(
         transactionID: String, originalTransactionID: String, productID: String, productKind: ProductKind?,

@@ -481,6 +481,60 @@ struct SQLLedger<DB: SQLExecutor>: PurchaseLedger {
         }
     }
 
+    func queueAcknowledgement(_ a: PlayAcknowledgement) throws(BillingError) {
+        try run { () throws(StorageError) in
+            _ = try db.update(
+                "INSERT INTO play_acknowledgements (purchase_token, package_name, product_id, subscription, consume, transaction_id, account_id, "
+                    + "created_ms, attempts, next_attempt_ms, last_error, acknowledged_ms, consumed_ms) "
+                    + "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13) ON CONFLICT (purchase_token) DO NOTHING",
+                Self.values(a))
+        }
+    }
+
+    func dueAcknowledgements(nowMs: Int64, limit: Int) throws(BillingError) -> [PlayAcknowledgement] {
+        try run { () throws(StorageError) in
+            try db.query(
+                "SELECT purchase_token, package_name, product_id, subscription, consume, transaction_id, account_id, created_ms, attempts, "
+                    + "next_attempt_ms, last_error, acknowledged_ms, consumed_ms FROM play_acknowledgements "
+                    + "WHERE done = 0 AND next_attempt_ms <= $1 ORDER BY next_attempt_ms, purchase_token LIMIT $2",
+                [.int(nowMs), .int(Int64(limit))],
+                { r in
+                    PlayAcknowledgement(
+                        purchaseToken: r.text(0), packageName: r.text(1), productID: r.text(2), subscription: r.int(3) != 0, consume: r.int(4) != 0,
+                        transactionID: r.text(5), accountID: r.text(6), createdMs: r.int64(7), attempts: r.int(8), nextAttemptMs: r.int64(9),
+                        lastError: r.text(10), acknowledgedMs: r.int64(11), consumedMs: r.int64(12))
+                })
+        }
+    }
+
+    func updateAcknowledgement(_ a: PlayAcknowledgement) throws(BillingError) {
+        try run { () throws(StorageError) in
+            _ = try db.update(
+                "UPDATE play_acknowledgements SET attempts = $1, next_attempt_ms = $2, last_error = $3, acknowledged_ms = $4, consumed_ms = $5, "
+                    + "done = $6 WHERE purchase_token = $7",
+                [
+                    .int(Int64(a.attempts)), .int(a.nextAttemptMs), .text(String(a.lastError.prefix(500))), .int(a.acknowledgedMs), .int(a.consumedMs),
+                    .int(a.isDone ? 1 : 0), .text(a.purchaseToken),
+                ])
+        }
+    }
+
+    func unacknowledgedCount(createdBeforeMs: Int64) throws(BillingError) -> Int {
+        try run { () throws(StorageError) in
+            try db.query(
+                "SELECT COUNT(*) FROM play_acknowledgements WHERE acknowledged_ms = 0 AND created_ms < $1", [.int(createdBeforeMs)], { $0.int(0) }
+            ).first ?? 0
+        }
+    }
+
+    static func values(_ a: PlayAcknowledgement) -> [SQLValue] {
+        [
+            .text(a.purchaseToken), .text(a.packageName), .text(a.productID), .int(a.subscription ? 1 : 0), .int(a.consume ? 1 : 0),
+            .text(a.transactionID), .text(a.accountID), .int(a.createdMs), .int(Int64(a.attempts)), .int(a.nextAttemptMs), .text(a.lastError),
+            .int(a.acknowledgedMs), .int(a.consumedMs),
+        ]
+    }
+
     func lastCursor() throws(BillingError) -> UInt64 {
         try run { () throws(StorageError) in
             UInt64(max(0, try db.query("SELECT COALESCE(MAX(feed_cursor), 0) FROM events", [], { $0.int64(0) }).first ?? 0))

@@ -9,6 +9,9 @@ import Synchronization
 /// its own savepoint so one failure does not undo the others. Callers are
 /// answered only after COMMIT returns. Reads run on separate reader threads.
 public final class SQLiteOrderStore: OrderStore {
+    /// The schema version a file holds once opened (`PRAGMA user_version`): the number of migration steps.
+    public static var schemaVersion: Int { Schema.steps(.sqlite).count }
+
     struct WriteJob: Sendable {
         /// Runs inside the group transaction; returns what to do once the commit is durable.
         let body: @Sendable (SQLiteConnection) throws(JobFailure) -> @Sendable () -> Void

@@ -217,6 +217,27 @@ enum Schema {
                 last_delivery_ms \(ms) NOT NULL DEFAULT 0
             );
             """,
+            // 10: Google Play purchases to acknowledge (and consume), queued with the write that recorded them as
+            // paid; `done` once Google has everything asked of it.
+            """
+            CREATE TABLE play_acknowledgements (
+                purchase_token TEXT NOT NULL PRIMARY KEY,
+                package_name TEXT NOT NULL,
+                product_id TEXT NOT NULL,
+                subscription INTEGER NOT NULL,
+                consume INTEGER NOT NULL,
+                transaction_id TEXT NOT NULL,
+                account_id TEXT NOT NULL,
+                created_ms \(ms) NOT NULL,
+                attempts INTEGER NOT NULL DEFAULT 0,
+                next_attempt_ms \(ms) NOT NULL DEFAULT 0,
+                last_error TEXT NOT NULL DEFAULT '',
+                acknowledged_ms \(ms) NOT NULL DEFAULT 0,
+                consumed_ms \(ms) NOT NULL DEFAULT 0,
+                done INTEGER NOT NULL DEFAULT 0
+            );
+            CREATE INDEX play_acknowledgements_due ON play_acknowledgements (done, next_attempt_ms);
+            """,
         ]
     }
 }
