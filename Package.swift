@@ -42,8 +42,9 @@ let package = Package(
         .target(name: "Billing", exclude: ["README.md"], swiftSettings: safe),
         .target(name: "AppStore", dependencies: ["Crypto", "ProtoWire"], exclude: ["README.md"], swiftSettings: strict),
         .target(name: "AppStoreAPI", dependencies: ["AppStore", "Crypto", "ProtoWire"], exclude: ["README.md"], swiftSettings: strict),
+        .target(name: "GooglePlayAPI", dependencies: ["AppStore", "Crypto", "ProtoWire"], exclude: ["README.md"], swiftSettings: strict),
         .target(
-            name: "BillingService", dependencies: ["Billing", "BillingAPI", "RPC", "ProtoWire", "AppStore", "AppStoreAPI", "Crypto"], exclude: ["README.md"],
+            name: "BillingService", dependencies: ["Billing", "BillingAPI", "RPC", "ProtoWire", "AppStore", "AppStoreAPI", "GooglePlayAPI", "Crypto"], exclude: ["README.md"],
             swiftSettings: strict),
 
         // Wrappers around C.
@@ -52,6 +53,9 @@ let package = Package(
         .target(name: "HTTP2", dependencies: ["IO", "CNGHTTP2", "CMicroHTTPD", "CSystem", "RPC", "ProtoWire"], exclude: ["README.md"], swiftSettings: hotPath),
         .target(name: "HTTPClient", dependencies: ["IO", "CCurl", "CSystem"], exclude: ["README.md"], swiftSettings: strict),
         .target(name: "AppStoreHTTP", dependencies: ["AppStoreAPI", "AppStore", "HTTPClient"], exclude: ["README.md"], swiftSettings: strict),
+        .target(
+            name: "GooglePlayHTTP", dependencies: ["GooglePlayAPI", "HTTPClient", "IO", "Crypto", "ProtoWire"], exclude: ["README.md"],
+            swiftSettings: strict),
         .target(name: "Gzip", dependencies: ["CZlib"], exclude: ["README.md"], swiftSettings: strict),
         .target(name: "Connect", dependencies: ["Gzip", "HTTP2", "RPC", "ProtoJSON", "ProtoWire"], exclude: ["README.md"], swiftSettings: strict),
         .target(
@@ -65,7 +69,7 @@ let package = Package(
             dependencies: [
                 "Connect", "HTTP2", "HTTPFront", "IO", "ProtoJSON", "RPC", "ProtoWire", "Billing", "BillingService", "Storage", "AppStore", "AppStoreAPI",
                 "AppStoreHTTP", "Crypto",
-                "Metrics", "HTTPClient", "Webhooks",
+                "Metrics", "HTTPClient", "Webhooks", "GooglePlayAPI", "GooglePlayHTTP",
             ],
             exclude: ["README.md"], swiftSettings: strict),
 
@@ -97,6 +101,9 @@ let package = Package(
         .testTarget(
             name: "StorageTests", dependencies: ["TestSupport", "Storage", "Billing", "Crypto"], exclude: ["Upgrade"], swiftSettings: strict),
         .testTarget(name: "AppStoreAPITests", dependencies: ["AppStoreAPI", "AppStoreHTTP", "Crypto"], swiftSettings: strict),
+        .testTarget(
+            name: "GooglePlayTests", dependencies: ["GooglePlayAPI", "GooglePlayHTTP", "Crypto", "HTTPClient", "ProtoWire"],
+            swiftSettings: strict),
         .testTarget(name: "WebhooksTests", dependencies: ["Webhooks", "Billing", "Storage", "Crypto", "ProtoJSON"], swiftSettings: strict),
         .testTarget(name: "HTTPFrontTests", dependencies: ["TestSupport", "HTTPFront", "HTTP2", "HTTPClient"], swiftSettings: strict),
         .testTarget(

@@ -27,8 +27,9 @@ LAYERS = [
     ("pure leaves", {"ProtoWire", "Metrics", "Billing", "TestSupport"}),
     ("wire messages, the RPC core, OpenSSL, proto3 JSON", {"RPC", "BillingAPI", "Crypto", "ProtoJSON"}),
     ("HTTP/2, the outbound HTTP client, signed App Store data, the stores", {"HTTP2", "HTTPClient", "AppStore", "Storage"}),
-    ("the App Store Server API, the side ports, Connect and gRPC-Web", {"AppStoreAPI", "HTTPFront", "Connect"}),
-    ("billing handlers, the App Store HTTP client", {"BillingService", "AppStoreHTTP"}),
+    ("the App Store Server API and Google Play Developer API, the side ports, Connect and gRPC-Web",
+     {"AppStoreAPI", "GooglePlayAPI", "HTTPFront", "Connect"}),
+    ("billing handlers, the App Store and Google Play HTTP clients", {"BillingService", "AppStoreHTTP", "GooglePlayHTTP"}),
     ("the webhook sender (the feed over the HTTP client)", {"Webhooks"}),
     ("the daemon's wiring", {"Daemon"}),
     ("executables", {"billingd", "billingctl"}),
@@ -37,10 +38,10 @@ RANK = {name: rank for rank, (_, names) in enumerate(LAYERS) for name in names}
 TEST_RANK = len(LAYERS)
 
 C_TARGETS = LAYERS[0][1]
-# DESIGN.md's "may use C" modules, with IO, Gzip, HTTPClient and AppStoreHTTP.
-WRAPPERS = {"IO", "Gzip", "Crypto", "HTTP2", "HTTPClient", "HTTPFront", "Storage", "AppStoreHTTP"}
+# DESIGN.md's "may use C" modules, with IO, Gzip, HTTPClient, AppStoreHTTP and GooglePlayHTTP.
+WRAPPERS = {"IO", "Gzip", "Crypto", "HTTP2", "HTTPClient", "HTTPFront", "Storage", "AppStoreHTTP", "GooglePlayHTTP"}
 PURE = {"ProtoWire", "Metrics", "RPC", "BillingAPI", "Billing", "AppStore", "BillingService"}
-TRANSPORTS = {"IO", "HTTP2", "HTTPClient", "HTTPFront", "AppStoreHTTP", "Connect"}
+TRANSPORTS = {"IO", "HTTP2", "HTTPClient", "HTTPFront", "AppStoreHTTP", "GooglePlayHTTP", "Connect"}
 BILLING = {"Billing", "BillingAPI", "BillingService"}
 
 # (target, dependency) -> why it is allowed for now. These edges are also not followed when checking what a
