@@ -43,6 +43,12 @@ public enum BillingError: Error, Sendable, Equatable, CustomStringConvertible {
     case transactionUnknown(transactionID: String)
     /// A Google Play proof, and Google Play is not configured.
     case googlePlayNotConfigured
+    /// Google Play does not know that purchase token for that product and package (400, 404, 410).
+    case purchaseNotFound(detail: String)
+    /// The Google Play purchase is still pending (a slow payment method): it cannot pay yet.
+    case purchasePending(detail: String)
+    /// The Google Play purchase was canceled before it was paid.
+    case purchaseCanceled(detail: String)
     /// `SignOffer` without the In-App Purchase key (or, for the JWS kinds, its issuer id).
     case offerSigningNotConfigured(detail: String)
     /// `after_cursor` is beyond the newest committed event (a cursor from another database, or from before a restore).
@@ -75,6 +81,9 @@ public enum BillingError: Error, Sendable, Equatable, CustomStringConvertible {
         case .transactionUnknown(let id): "no transaction is recorded under id \(id)"
         case .googlePlayNotConfigured:
             "Google Play proofs need --google-play-service-account and --google-play-packages, and this billingd has neither"
+        case .purchaseNotFound(let d): "Google Play does not know this purchase: \(d)"
+        case .purchasePending(let d): "the Google Play purchase is still pending; the order completes when it is paid: \(d)"
+        case .purchaseCanceled(let d): "the Google Play purchase was canceled before it was paid: \(d)"
         case .offerSigningNotConfigured(let d): "offer signing is not configured: \(d)"
         case .cursorOutOfRange(let cursor, let newest):
             "after_cursor \(cursor) is beyond the newest event (\(newest)): a cursor from another database or from before a restore"
@@ -93,6 +102,9 @@ extension BillingError {
 
     /// The store's queue is full. Shorthand for `.infrastructure(.overloaded)`.
     public static var overloaded: BillingError { .infrastructure(.overloaded) }
+
+    /// The Play Developer API failed. Shorthand for `.infrastructure(.googlePlayAPI(detail:))`.
+    public static func googlePlayUnavailable(detail: String) -> BillingError { .infrastructure(.googlePlayAPI(detail: detail)) }
 
     /// The App Store Server API failed. Shorthand for `.infrastructure(.appStoreAPI(detail:))`.
     public static func appStoreAPIUnavailable(detail: String) -> BillingError { .infrastructure(.appStoreAPI(detail: detail)) }

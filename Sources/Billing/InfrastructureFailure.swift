@@ -9,12 +9,16 @@ public enum InfrastructureFailure: Error, Sendable, Equatable, CustomStringConve
     /// The App Store Server API did not answer, answered 5xx or rate-limited us after every retry, or refused our
     /// credentials (APPSTORE_API_UNAVAILABLE); `detail` is for the log only.
     case appStoreAPI(detail: String)
+    /// The Play Developer API (or its token endpoint) did not answer, answered 5xx or rate-limited us after every
+    /// retry, or refused our service account (GOOGLE_PLAY_UNAVAILABLE); `detail` is for the log only.
+    case googlePlayAPI(detail: String)
 
     public var description: String {
         switch self {
         case .storage: "the order database is unavailable; retry"
         case .overloaded: "the order database has too much work queued; retry later"
         case .appStoreAPI: "the App Store Server API is unavailable; retry later"
+        case .googlePlayAPI: "the Google Play Developer API is unavailable; retry later"
         }
     }
 
@@ -24,6 +28,7 @@ public enum InfrastructureFailure: Error, Sendable, Equatable, CustomStringConve
         case .storage(let cause): cause.description
         case .overloaded: description
         case .appStoreAPI(let detail): detail
+        case .googlePlayAPI(let detail): detail
         }
     }
 
@@ -32,6 +37,7 @@ public enum InfrastructureFailure: Error, Sendable, Equatable, CustomStringConve
         case (.storage(let x), .storage(let y)): x.isSame(as: y)
         case (.overloaded, .overloaded): true
         case (.appStoreAPI(let x), .appStoreAPI(let y)): x == y
+        case (.googlePlayAPI(let x), .googlePlayAPI(let y)): x == y
         default: false
         }
     }

@@ -4,6 +4,9 @@ public final class PurchaseEngine: Sendable {
     public enum Proof: Sendable, Equatable {
         case signedTransaction(String)
         case appReceipt(String)
+        /// A purchase the store's own API described just now (Google Play: the Play Developer API's answer for a
+        /// purchase token), already turned into a transaction. Checked like a signed transaction.
+        case storeVerified(StoreTransaction)
     }
 
     public static let maxSignedTransactions = 100
@@ -105,15 +108,16 @@ public final class PurchaseEngine: Sendable {
                 candidates.sort { ($0.purchaseTimeMs, $0.transactionID) > ($1.purchaseTimeMs, $1.transactionID) }
             case .failure(let e): return completion(.failure(e))
             }
+        case .storeVerified(let t):
+            candidates = [classify(t)]
         }
-        if case .signedTransaction = proof, !transactionID.isEmpty, candidates.first?.transactionID != transactionID {
+        if !transactionID.isEmpty, candidates.count == 1, proof != nil, !isReceipt(proof), candidates.first?.transactionID != transactionID {
             return completion(.failure(.transactionNotFound(detail: "transaction_id \(transactionID) is not the signed transaction")))
         }
         // Without a transaction_id an app receipt's other products are not candidates at all.
         var autoPick = false
         if case .appReceipt = proof, transactionID.isEmpty { autoPick = true }
-        let signed: Bool
-        if case .signedTransaction = proof { signed = true } else { signed = false }
+        let signed = !isReceipt(proof)
         let policy = self.policy
         let check: @Sendable (Order, StoreTransaction) -> BillingError?
         if autoPick {
@@ -125,6 +129,11 @@ public final class PurchaseEngine: Sendable {
             orderID: orderID, candidates: candidates, check: check,
             context: RuleContext(nowMs: clock.nowMilliseconds(), cause: .submitReceipt, catalog: catalog),
             abandoned: abandoned, completion: completion)
+    }
+
+    private func isReceipt(_ proof: Proof?) -> Bool {
+        if case .appReceipt = proof { return true }
+        return false
     }
 
     /// Whether `t` may pay `order`: same product and quantity, the order's account token (required of a

@@ -15,6 +15,8 @@ enum Workers {
     /// Calls that wait on the App Store Server API (restores by id, the admin service); the client bounds
     /// how many are in flight.
     static let appStore = WorkerPool(name: "billing.appstore")
+    /// Calls that wait on the Play Developer API (Google Play proofs); the client bounds how many are in flight.
+    static let googlePlay = WorkerPool(name: "billing.googleplay")
 }
 
 /// The billing.v1.Billing handlers: decode, call the domain, encode. Knows no sockets and no SQL; says
@@ -37,11 +39,16 @@ public final class BillingService: Sendable {
     public let appStore: AppStoreLink?
     /// SignOffer's In-App Purchase key and apps, when `--offer-signing-key` is configured.
     public let offers: OfferSigning?
+    /// The Play Developer API, when `--google-play-service-account` and `--google-play-packages` are configured.
+    public let googlePlay: GooglePlayLink?
+    /// Called after a Google Play purchase was recorded as paid (its acknowledgement is queued): wakes the acknowledger.
+    let onPlayPurchaseRecorded: @Sendable () -> Void
     /// Called when a handler meets an unexpected error, with the request id the caller sees.
     let onInternalError: @Sendable (String, String) -> Void
 
     public init(
         orders: OrderService, purchases: PurchaseEngine? = nil, appStore: AppStoreLink? = nil, offers: OfferSigning? = nil,
+        googlePlay: GooglePlayLink? = nil, onPlayPurchaseRecorded: @escaping @Sendable () -> Void = {},
         feedLimits: EventFeed.Limits = EventFeed.Limits(), watchersKeyedBy: WatcherKey = .peerAddress,
         onInternalError: @escaping @Sendable (_ requestID: String, _ detail: String) -> Void = { _, _ in }
     ) {
@@ -49,6 +56,8 @@ public final class BillingService: Sendable {
         self.purchases = purchases
         self.appStore = appStore
         self.offers = offers
+        self.googlePlay = googlePlay
+        self.onPlayPurchaseRecorded = onPlayPurchaseRecorded
         self.feed = EventFeed(store: orders.store, limits: feedLimits)
         self.watcherKey = watchersKeyedBy
         self.onInternalError = onInternalError
@@ -77,13 +86,14 @@ public final class BillingService: Sendable {
             // A signed transaction whose certificate chain is already verified costs one ES256 check: on the
             // loop. A chain to verify, or an app receipt, goes to the verification pool.
             let verifier = purchases.verifier
+            let playConfigured = googlePlay != nil
             router.register(
                 Self.submitReceipt, SubmitReceiptRequest.self,
                 on: { request in
                     switch request.proof {
                     case .signedTransaction(let jws): verifier.hasVerifiedChain(signedTransaction: jws) ? .loop : .pool(Workers.verification)
-                    // Refused at once (Google Play is not configured).
-                    case .googlePlay: .loop
+                    // Read from Google on its pool; refused at once when Google Play is not configured.
+                    case .googlePlay: playConfigured ? .pool(Workers.googlePlay) : .loop
                     case .appReceipt, nil: .pool(Workers.verification)
                     }
                 }
@@ -173,7 +183,14 @@ public final class BillingService: Sendable {
         switch request.proof {
         case .signedTransaction(let s): proof = .signedTransaction(s)
         case .appReceipt(let s): proof = .appReceipt(s)
-        case .googlePlay: return answer(.googlePlayNotConfigured, context, responder)
+        case .googlePlay(let p):
+            guard let googlePlay else { return answer(.googlePlayNotConfigured, context, responder) }
+            switch googlePlay.transaction(packageName: p.packageName, productID: p.productID, token: p.purchaseToken) {
+            case .success(let t):
+                context.note("transaction_id", t.transactionID)
+                proof = .storeVerified(t)
+            case .failure(let e): return answer(e, context, responder)
+            }
         case nil: proof = nil
         }
         let catalog = orders.catalog
@@ -183,6 +200,7 @@ public final class BillingService: Sendable {
         ) { [self] result in
             switch result {
             case .success(let done):
+                if done.transaction.store == .googlePlay { onPlayPurchaseRecorded() }
                 if request.transactionID.isEmpty && AppStoreLink.isTransactionID(done.transaction.transactionID) {
                     context.note("transaction_id", done.transaction.transactionID)
                 }

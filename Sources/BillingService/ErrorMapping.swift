@@ -55,6 +55,12 @@ extension BillingError {
             RPCError(code: .notFound, message: description, reason: "TRANSACTION_NOT_FOUND", metadata: ["transaction_id": id])
         case .googlePlayNotConfigured:
             RPCError(code: .failedPrecondition, message: description, reason: "GOOGLE_PLAY_NOT_CONFIGURED")
+        case .purchaseNotFound:
+            RPCError(code: .notFound, message: description, reason: "PURCHASE_NOT_FOUND")
+        case .purchasePending:
+            RPCError(code: .failedPrecondition, message: description, reason: "PURCHASE_PENDING")
+        case .purchaseCanceled:
+            RPCError(code: .failedPrecondition, message: description, reason: "PURCHASE_CANCELED")
         case .offerSigningNotConfigured:
             RPCError(code: .failedPrecondition, message: description, reason: "OFFER_SIGNING_NOT_CONFIGURED")
         case .cursorOutOfRange(let cursor, let newest):
@@ -77,6 +83,8 @@ extension InfrastructureFailure {
             RPCError(code: .resourceExhausted, message: description, reason: "OVERLOADED")
         case .appStoreAPI:
             RPCError(code: .unavailable, message: description, reason: "APPSTORE_API_UNAVAILABLE")
+        case .googlePlayAPI:
+            RPCError(code: .unavailable, message: description, reason: "GOOGLE_PLAY_UNAVAILABLE")
         }
     }
 }

@@ -15,6 +15,7 @@ public import RPC
 import Synchronization
 import Storage
 import HTTPClient
+import GooglePlayHTTP
 public import Webhooks
 
 /// billingd wired together: store, domain, handlers, server. Tests start it in-process.
@@ -35,6 +36,8 @@ public final class App: Sendable {
     private let knownMethods: [String]
     /// Notification-history reconciliation, when the App Store Server API is configured.
     public let reconciler: Reconciler?
+    /// Google Play (`--google-play-*`), nil without a service account.
+    private let googlePlay: GooglePlaySetup?
     /// The webhook sender (`--webhook-url`), nil without one.
     public let webhooks: WebhookSender?
     private let reconcileQueue = DispatchQueue(label: "billingd.reconcile")
@@ -138,10 +141,14 @@ public final class App: Sendable {
             reconciler = nil
         }
         let offers = try App.offerSigning(configuration, logger: logger)
+        let googlePlay = try GooglePlaySetup.make(configuration, store: store, catalog: catalog, metrics: metrics, logger: logger)
+        self.googlePlay = googlePlay
+        let acknowledger = googlePlay?.acknowledger
         let watchersKeyedBy: BillingService.WatcherKey =
             apiKeys != nil ? .apiKey : configuration.tlsClientCA != nil ? .certificateSubject : .peerAddress
         let service = BillingService(
             orders: orders, purchases: engine, appStore: appStore, offers: offers,
+            googlePlay: googlePlay?.link, onPlayPurchaseRecorded: { acknowledger?.poke() },
             feedLimits: EventFeed.Limits(maxWatchers: configuration.maxWatchers, maxWatchersPerKey: configuration.maxWatchersPerKey),
             watchersKeyedBy: watchersKeyedBy
         ) { requestID, detail in
@@ -535,6 +542,7 @@ public final class App: Sendable {
         if configuration.orderTTL > 0 { startExpiry() }
         startReconciliation()
         webhooks?.start()
+        googlePlay?.acknowledger?.start()
         logger.log(
             .info, "started",
             [
@@ -673,6 +681,8 @@ public final class App: Sendable {
         server.shutdown(graceSeconds: configuration.shutdownGrace)
         // Before the store closes: an attempt in flight is ended, its event sent again after the restart.
         webhooks?.stop()
+        googlePlay?.acknowledger?.stop()
+        googlePlay?.client.shutdown()
         store.close()
         metricsServer?.stop()
         notificationsServer?.stop()

@@ -70,6 +70,17 @@ public struct Configuration: Sendable, Equatable {
     public var reconcileMargin = 3600.0
     /// `off` or `auto`: answer CONSUMPTION_REQUEST notifications through Send Consumption Information.
     public var consumptionAnswers = "off"
+    /// `--google-play-*`: Android packages served, the service account's key file, the API's URL and CA.
+    public var googlePlayPackages: [String] = []
+    public var googlePlayServiceAccount: String?
+    public var googlePlayAPIURL = "https://androidpublisher.googleapis.com"
+    public var googlePlayCA: String?
+    /// `auto` (acknowledge and consume once durable) or `off` (the app does it).
+    public var googlePlayAcknowledge = "auto"
+    /// `--rtdn-*`: the push token's audience and service account, and the keys that sign it (nil: Google's).
+    public var rtdnAudience: String?
+    public var rtdnServiceAccount: String?
+    public var rtdnCerts: String?
     /// `--webhook-*`: the checked webhook settings (nil: no webhooks).
     public var webhook: WebhookConfiguration?
     /// The In-App Purchase key that signs offers (SignOffer): its id and its `.p8` file (both, or neither).
@@ -106,6 +117,8 @@ public struct Configuration: Sendable, Equatable {
         "appstore-api-sandbox-url": true, "appstore-api-ca": true, "appstore-api-timeout": true, "reconcile-interval": true, "reconcile-margin": true,
         "consumption-answers": true,
         "webhook-url": true, "webhook-secret": true, "webhook-ca": true, "webhook-events": true,
+        "google-play-packages": true, "google-play-service-account": true, "google-play-api-url": true, "google-play-ca": true,
+        "google-play-acknowledge": true, "rtdn-audience": true, "rtdn-service-account": true, "rtdn-certs": true,
         "offer-signing-key-id": true, "offer-signing-key": true, "offer-signing-issuer-id": true,
     ]
     static let repeatable: Set<String> = ["bundle-id", "trust-root"]
@@ -349,6 +362,48 @@ public struct Configuration: Sendable, Equatable {
             guard s == "off" || s == "auto" else { throw Invalid(flag: "consumption-answers", problem: "'\(s.prefix(40))' is not off or auto") }
             c.consumptionAnswers = s
         }
+        if let s = one("google-play-packages") {
+            let list = s.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces) }.filter { !$0.isEmpty }
+            for p in list where !Self.isPackageName(p) {
+                throw Invalid(flag: "google-play-packages", problem: "'\(p.prefix(100))' is not an Android package name (com.example.app)")
+            }
+            c.googlePlayPackages = list
+        }
+        if let s = one("google-play-service-account") { c.googlePlayServiceAccount = try file("google-play-service-account", s) }
+        if let s = one("google-play-api-url") {
+            guard s.hasPrefix("https://") || (c.dev && s.hasPrefix("http://")) else {
+                throw Invalid(flag: "google-play-api-url", problem: "'\(s.prefix(100))' is not an https:// URL")
+            }
+            c.googlePlayAPIURL = s
+        }
+        if let s = one("google-play-ca") { c.googlePlayCA = try file("google-play-ca", s) }
+        if let s = one("google-play-acknowledge") {
+            guard s == "auto" || s == "off" else { throw Invalid(flag: "google-play-acknowledge", problem: "'\(s.prefix(40))' is not auto or off") }
+            c.googlePlayAcknowledge = s
+        }
+        if (c.googlePlayServiceAccount == nil) != c.googlePlayPackages.isEmpty {
+            throw Invalid(
+                flag: c.googlePlayServiceAccount == nil ? "google-play-service-account" : "google-play-packages",
+                problem: "--google-play-service-account and --google-play-packages go together")
+        }
+        if let s = one("rtdn-audience") {
+            guard !s.isEmpty, s.utf8.count <= 512 else { throw Invalid(flag: "rtdn-audience", problem: "needs a value of at most 512 bytes") }
+            c.rtdnAudience = s
+        }
+        if let s = one("rtdn-service-account") {
+            guard s.contains("@"), s.utf8.count <= 320 else { throw Invalid(flag: "rtdn-service-account", problem: "'\(s.prefix(100))' is not an email") }
+            c.rtdnServiceAccount = s
+        }
+        if let s = one("rtdn-certs") { c.rtdnCerts = try file("rtdn-certs", s) }
+        if c.rtdnAudience != nil {
+            if c.rtdnServiceAccount == nil { throw Invalid(flag: "rtdn-service-account", problem: "is required with --rtdn-audience") }
+            if c.googlePlayServiceAccount == nil {
+                throw Invalid(flag: "rtdn-audience", problem: "needs --google-play-service-account (RTDN is read back from the API)")
+            }
+            if c.notificationsListen == nil { throw Invalid(flag: "rtdn-audience", problem: "needs --notifications-listen (the RTDN path is served there)") }
+        } else if c.rtdnServiceAccount != nil || c.rtdnCerts != nil {
+            throw Invalid(flag: c.rtdnServiceAccount != nil ? "rtdn-service-account" : "rtdn-certs", problem: "needs --rtdn-audience")
+        }
         var webhookCA: String?
         if let s = one("webhook-ca") { webhookCA = try file("webhook-ca", s) }
         c.webhook = try webhook(url: one("webhook-url"), secret: one("webhook-secret"), events: one("webhook-events"), ca: webhookCA, dev: c.dev)
@@ -422,6 +477,15 @@ public struct Configuration: Sendable, Equatable {
           --reconcile-interval SECONDS fetch missed notifications from the API this often (default 3600; 0 off)
           --reconcile-margin SECONDS   start each reconciliation this long before the newest applied notification (default 3600)
           --consumption-answers M      off (default) or auto: answer CONSUMPTION_REQUEST with Send Consumption Information
+          --google-play-packages LIST  Android package names served (Google Play proofs of others: WRONG_APP)
+          --google-play-service-account PATH   the service account's JSON key file for the Play Developer API; needs --google-play-packages
+          --google-play-api-url URL    the Play Developer API's base URL instead of Google's (tests, proxies)
+          --google-play-ca PATH        also trust this CA bundle for that URL and the key file's token_uri
+          --google-play-acknowledge M  auto (default): acknowledge, and consume consumables, once durable; off: the app does it
+          --rtdn-audience STR          accept Real-time developer notifications (POST /googleplay/rtdn on --notifications-listen)
+                                       only with a push token for this audience; none: that path answers 404
+          --rtdn-service-account EMAIL the push subscription's service account (the token's email)
+          --rtdn-certs PATH            the keys that sign push tokens (JWKS or PEM-map JSON) instead of fetching Google's
           --webhook-url URL            POST every event, in cursor order, to this https:// URL (Standard Webhooks; http:// only with --dev)
           --webhook-secret SECRET      its signing secret: whsec_ + base64 of 24 to 64 random bytes (or @PATH of a file holding it)
           --webhook-ca PATH            also trust this CA bundle for --webhook-url
@@ -452,6 +516,16 @@ public struct Configuration: Sendable, Equatable {
         } catch {
             // The reason names the flag and never repeats the secret.
             throw Invalid(flag: error.flag, problem: error.problem)
+        }
+    }
+
+    /// An Android application id: dot-separated segments of letters, digits and underscores, each starting with a letter.
+    static func isPackageName(_ s: String) -> Bool {
+        let parts = s.split(separator: ".", omittingEmptySubsequences: false)
+        guard parts.count >= 2, s.utf8.count <= 255 else { return false }
+        return parts.allSatisfy { part in
+            guard let first = part.unicodeScalars.first, ("a"..."z").contains(first) || ("A"..."Z").contains(first) else { return false }
+            return part.unicodeScalars.allSatisfy { ("a"..."z").contains($0) || ("A"..."Z").contains($0) || ("0"..."9").contains($0) || $0 == "_" }
         }
     }
 }

@@ -20,6 +20,9 @@ final class BillingMetrics: Sendable {
     let reconcileRuns: Counter
     let consumptionAnswers: Counter
     let webhookDeliveries: Counter
+    let googlePlayAPICalls: Counter
+    let googlePlayAPIDuration: Histogram
+    let googlePlayAcknowledgements: Counter
 
     init(version: String) {
         calls = registry.callMetrics(prefix: "billingd_rpc", reasons: Self.reasons)
@@ -49,6 +52,15 @@ final class BillingMetrics: Sendable {
         consumptionAnswers = registry.counter(
             "billingd_consumption_answers_total",
             help: "CONSUMPTION_REQUEST answers sent to Apple, by result.", labels: ["result"])
+        googlePlayAPICalls = registry.counter(
+            "billingd_google_play_api_calls_total",
+            help: "Play Developer API and token endpoint attempts, by endpoint (Google's method name) and HTTP status (0: no answer).",
+            labels: ["endpoint", "status"])
+        googlePlayAPIDuration = registry.histogram(
+            "billingd_google_play_api_duration_seconds", help: "Play Developer API attempt latency.", labels: ["endpoint"])
+        googlePlayAcknowledgements = registry.counter(
+            "billingd_google_play_acknowledgements_total",
+            help: "Google Play acknowledgement attempts, by result (acknowledged, consumed, failed).", labels: ["result"])
         webhookDeliveries = registry.counter(
             "billingd_webhook_deliveries_total",
             help: "Webhook attempts, by result: delivered (2xx), rejected (another status), timeout, failed (no answer), skipped (--webhook-events).",
@@ -59,6 +71,7 @@ final class BillingMetrics: Sendable {
     /// Every ErrorInfo reason billingd answers (docs/ERRORS.md); others count as OTHER.
     static let reasons: Set<String> = [
         "ACCOUNT_TOKEN_MISMATCH", "APPSTORE_API_NOT_CONFIGURED", "APPSTORE_API_UNAVAILABLE", "ENVIRONMENT_NOT_ALLOWED",
+        "GOOGLE_PLAY_NOT_CONFIGURED", "GOOGLE_PLAY_UNAVAILABLE", "PURCHASE_NOT_FOUND", "PURCHASE_PENDING", "PURCHASE_CANCELED",
         "IDEMPOTENCY_KEY_REUSED", "INVALID_FIELD", "MESSAGE_TOO_LARGE", "ORDER_NOT_FOUND", "ORDER_NOT_PENDING", "OVERLOADED",
         "PERMISSION_DENIED", "PRODUCT_MISMATCH", "PRODUCT_NOT_FOUND", "RECEIPT_MALFORMED", "RECEIPT_UNTRUSTED",
         "SHUTTING_DOWN", "STORAGE_UNAVAILABLE", "TRANSACTION_ALREADY_CLAIMED", "TRANSACTION_NOT_FOUND",

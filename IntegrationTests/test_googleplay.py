@@ -1,0 +1,212 @@
+"""billingd against the Google Play fake (googleplay_fake.py, held to Google's own client in test_googleplay_fake.py):
+SubmitReceipt with Google Play proofs under the App Store's rules, and the acknowledgement every credited purchase
+gets (consumables consumed), exactly once, retried until Google has it."""
+import json
+import os
+import tempfile
+import time
+import uuid
+
+import grpc
+import pytest
+
+from conftest import Billingd, postgres_database
+from googleplay_fake import FakeGooglePlay
+from helpers import billing, expect_error
+from billing.v1 import billing_pb2 as pb
+
+PACKAGE = "com.example.app"
+
+
+def catalog():
+    path = os.path.join(tempfile.mkdtemp(prefix="gp-catalog-"), "catalog.json")
+    with open(path, "w") as f:
+        json.dump({"products": [
+            {"id": "coins_100", "type": "consumable"},
+            {"id": "remove_ads", "type": "non_consumable"},
+            {"id": "pro_monthly", "type": "auto_renewable_subscription"},
+            {"id": "pro_yearly", "type": "auto_renewable_subscription"},
+        ]}, f)
+    return path
+
+
+@pytest.fixture
+def fake():
+    f = FakeGooglePlay(packages=[PACKAGE, "com.example.other"])
+    yield f
+    f.stop()
+
+
+def start(fake, *extra, database=None):
+    flags = [f for f in fake.billingd_flags()]
+    # The RTDN flags need --rtdn-audience and --notifications-listen: not these tests'.
+    i = flags.index("--rtdn-certs")
+    del flags[i:i + 4]
+    flags[flags.index("--google-play-packages") + 1] = PACKAGE
+    return Billingd("--dev", "--catalog", catalog(), *flags, *extra, database=database)
+
+
+def order(stub, product, account="acct-gp", quantity=1):
+    return stub.CreateOrder(pb.CreateOrderRequest(account_id=account, product_id=product, quantity=quantity), timeout=10).order
+
+
+def submit(stub, order_id, token, product, package=PACKAGE, **kw):
+    return stub.SubmitReceipt(
+        pb.SubmitReceiptRequest(order_id=order_id, google_play=pb.GooglePlayPurchase(package_name=package, product_id=product, purchase_token=token), **kw),
+        timeout=30)
+
+
+def wait_calls(fake, method, token, n=1, timeout=15):
+    deadline = time.time() + timeout
+    while time.time() < deadline:
+        ok = [c for c in fake.calls(method, token=token) if 200 <= c["status"] < 300]
+        if len(ok) >= n:
+            return ok
+        time.sleep(0.05)
+    return [c for c in fake.calls(method, token=token) if 200 <= c["status"] < 300]
+
+
+def test_one_time_products_completed_acknowledged_once_and_consumables_consumed(fake):
+    node = start(fake)
+    try:
+        stub = billing(grpc.insecure_channel(node.address))
+        coins = order(stub, "coins_100")
+        p = fake.add_product("coins_100", account_id=coins.order_id)
+        r = submit(stub, coins.order_id, p["token"], "coins_100")
+        assert r.order.state == pb.ORDER_STATE_COMPLETED and r.order.transaction_id == p["orderId"]
+        assert r.transaction.store == pb.STORE_GOOGLE_PLAY and r.transaction.environment == pb.ENVIRONMENT_PRODUCTION
+        assert not r.already_processed
+        again = submit(stub, coins.order_id, p["token"], "coins_100")
+        assert again.already_processed and again.order.transaction_id == p["orderId"]
+        # A consumable is consumed (which acknowledges it), once; never acknowledged separately.
+        assert len(wait_calls(fake, "purchases.products.consume", p["token"])) == 1
+        time.sleep(0.5)
+        assert len(fake.calls("purchases.products.consume", token=p["token"])) == 1
+        assert fake.product(p["token"])["consumed"]
+
+        ads = order(stub, "remove_ads")
+        q = fake.add_product("remove_ads", account_id=ads.order_id, test=True)
+        r = submit(stub, ads.order_id, q["token"], "remove_ads")
+        assert r.order.state == pb.ORDER_STATE_COMPLETED and r.transaction.environment == pb.ENVIRONMENT_SANDBOX
+        assert len(wait_calls(fake, "purchases.products.acknowledge", q["token"])) == 1
+        assert fake.calls("purchases.products.consume", token=q["token"]) == []
+        assert fake.product(q["token"])["acknowledged"]
+    finally:
+        node.stop()
+
+
+def test_refusals_record_nothing_and_acknowledge_nothing(fake):
+    node = start(fake)
+    try:
+        stub = billing(grpc.insecure_channel(node.address))
+        o = order(stub, "remove_ads")
+        pending = fake.add_product("remove_ads", account_id=o.order_id, state="pending")
+        expect_error(lambda: submit(stub, o.order_id, pending["token"], "remove_ads"), grpc.StatusCode.FAILED_PRECONDITION, "PURCHASE_PENDING")
+        canceled = fake.add_product("remove_ads", account_id=o.order_id, state="canceled")
+        expect_error(lambda: submit(stub, o.order_id, canceled["token"], "remove_ads"), grpc.StatusCode.FAILED_PRECONDITION, "PURCHASE_CANCELED")
+        expect_error(lambda: submit(stub, o.order_id, "unknown-token-123", "remove_ads"), grpc.StatusCode.NOT_FOUND, "PURCHASE_NOT_FOUND")
+        expect_error(lambda: submit(stub, o.order_id, pending["token"], "remove_ads", package="com.example.other"),
+                     grpc.StatusCode.INVALID_ARGUMENT, "WRONG_APP")
+        # The token of another account's order: its obfuscatedExternalAccountId names another order.
+        elsewhere = fake.add_product("remove_ads", account_id=str(uuid.uuid4()))
+        expect_error(lambda: submit(stub, o.order_id, elsewhere["token"], "remove_ads"), grpc.StatusCode.PERMISSION_DENIED, "ACCOUNT_TOKEN_MISMATCH")
+        # The API down: UNAVAILABLE, nothing recorded.
+        fake.set_down(True)
+        ok = fake.add_product("remove_ads", account_id=o.order_id)
+        expect_error(lambda: submit(stub, o.order_id, ok["token"], "remove_ads"), grpc.StatusCode.UNAVAILABLE, "GOOGLE_PLAY_UNAVAILABLE")
+        fake.set_down(False)
+        assert stub.GetOrder(pb.GetOrderRequest(order_id=o.order_id), timeout=10).order.state == pb.ORDER_STATE_PENDING
+        time.sleep(0.5)
+        assert fake.calls("purchases.products.acknowledge") == [] and fake.calls("purchases.products.consume") == []
+        # Claimed elsewhere: the same purchase cannot pay a second order.
+        r = submit(stub, o.order_id, ok["token"], "remove_ads")
+        assert r.order.state == pb.ORDER_STATE_COMPLETED
+        other = order(stub, "remove_ads", account="acct-other")
+        expect_error(lambda: submit(stub, other.order_id, ok["token"], "remove_ads"), grpc.StatusCode.PERMISSION_DENIED, "ACCOUNT_TOKEN_MISMATCH")
+        free = fake.add_product("remove_ads")
+        r = submit(stub, other.order_id, free["token"], "remove_ads")
+        assert r.order.state == pb.ORDER_STATE_COMPLETED
+        third = order(stub, "remove_ads", account="acct-third")
+        expect_error(lambda: submit(stub, third.order_id, free["token"], "remove_ads"), grpc.StatusCode.ALREADY_EXISTS, "TRANSACTION_ALREADY_CLAIMED")
+        # A product mismatch.
+        coins = order(stub, "coins_100")
+        expect_error(lambda: submit(stub, coins.order_id, ok["token"], "remove_ads"), grpc.StatusCode.FAILED_PRECONDITION, "PRODUCT_MISMATCH")
+    finally:
+        node.stop()
+
+
+def test_unconfigured_answers_google_play_not_configured(fresh):
+    node = fresh("--dev")
+    stub = billing(grpc.insecure_channel(node.address))
+    o = order(stub, "p")
+    expect_error(lambda: submit(stub, o.order_id, "t", "p"), grpc.StatusCode.FAILED_PRECONDITION, "GOOGLE_PLAY_NOT_CONFIGURED")
+
+
+def test_acknowledgement_retried_through_failures_and_restarts(fake):
+    node = start(fake)
+    try:
+        stub = billing(grpc.insecure_channel(node.address))
+        o = order(stub, "remove_ads")
+        p = fake.add_product("remove_ads", account_id=o.order_id)
+        fake.fail_next(503, count=100, path_prefix=f"/androidpublisher/v3/applications/{PACKAGE}/purchases/products/remove_ads/tokens/{p['token']}:acknowledge")
+        r = submit(stub, o.order_id, p["token"], "remove_ads")
+        assert r.order.state == pb.ORDER_STATE_COMPLETED
+        deadline = time.time() + 10
+        while time.time() < deadline and not fake.calls("purchases.products.acknowledge", token=p["token"]):
+            time.sleep(0.05)
+        assert fake.calls("purchases.products.acknowledge", token=p["token"])
+        # The client's own retries (4 attempts) end, the attempt is logged as failed and queued for later.
+        deadline = time.time() + 30
+        while time.time() < deadline and '"google play acknowledgement failed"' not in node.log():
+            time.sleep(0.1)
+        assert '"google play acknowledgement failed"' in node.log()
+        node.kill()  # the pending acknowledgement is in the database
+        fake.clear_faults()
+        node.start()
+        # The first retry waits its backoff (5 s after the first failure, then 10 s ...).
+        assert len(wait_calls(fake, "purchases.products.acknowledge", p["token"], timeout=40)) == 1
+        assert fake.product(p["token"])["acknowledged"]
+    finally:
+        node.stop()
+
+
+def test_subscriptions_purchased_with_price_and_chain_kept_on_upgrade(fake):
+    node = start(fake)
+    try:
+        stub = billing(grpc.insecure_channel(node.address))
+        o = order(stub, "pro_monthly")
+        s = fake.add_subscription("pro_monthly", account_id=o.order_id, price_micros=4990000, currency="EUR")
+        r = submit(stub, o.order_id, s["token"], "pro_monthly")
+        assert r.order.state == pb.ORDER_STATE_COMPLETED and r.transaction.transaction_id == s["orderId"]
+        assert r.transaction.original_transaction_id == s["orderId"]
+        assert r.transaction.price_milliunits == 4990 and r.transaction.currency == "EUR"
+        assert len(wait_calls(fake, "purchases.subscriptions.acknowledge", s["token"])) == 1
+        ents = stub.GetEntitlements(pb.GetEntitlementsRequest(account_id="acct-gp"), timeout=10).entitlements
+        assert [(e.product_id, e.active) for e in ents] == [("pro_monthly", True)]
+
+        # An upgrade: a new token linked to the old one (the app passed the new order's id as obfuscatedAccountId),
+        # paid through a new order: one entitlement, the new product.
+        up = order(stub, "pro_yearly")
+        new = fake.add_subscription("pro_yearly", account_id=up.order_id, linked_token=s["token"], notify=False,
+                                    item_replacement={"productId": "pro_monthly", "basePlanId": "monthly", "replacementMode": "WITH_TIME_PRORATION"})
+        r = submit(stub, up.order_id, new["token"], "pro_yearly")
+        assert r.order.state == pb.ORDER_STATE_COMPLETED
+        assert r.transaction.original_transaction_id == s["orderId"], "the chain keeps its first purchase's id"
+        ents = stub.GetEntitlements(pb.GetEntitlementsRequest(account_id="acct-gp"), timeout=10).entitlements
+        assert [(e.product_id, e.active) for e in ents if e.active] == [("pro_yearly", True)]
+    finally:
+        node.stop()
+
+
+def test_on_postgres(fake):
+    database = postgres_database()
+    node = start(fake, database=database)
+    try:
+        stub = billing(grpc.insecure_channel(node.address))
+        o = order(stub, "coins_100", quantity=3)
+        p = fake.add_product("coins_100", account_id=o.order_id, quantity=3)
+        r = submit(stub, o.order_id, p["token"], "coins_100")
+        assert r.order.state == pb.ORDER_STATE_COMPLETED and r.transaction.quantity == 3
+        assert len(wait_calls(fake, "purchases.products.consume", p["token"])) == 1
+    finally:
+        node.stop()

@@ -1,0 +1,89 @@
+import Billing
+import BillingService
+import Foundation
+import GooglePlayAPI
+import GooglePlayHTTP
+import Metrics
+
+/// The Google Play pieces from the `--google-play-*` flags: the Play Developer API client, the link the handlers
+/// use, and the acknowledger (under `--google-play-acknowledge auto`), with their metrics and log lines.
+struct GooglePlaySetup {
+    let link: GooglePlayLink
+    let client: GooglePlayAPIClient
+    let acknowledger: PlayAcknowledger?
+
+    static func make(
+        _ c: Configuration, store: any OrderStore, catalog: Catalog?, metrics: BillingMetrics, logger: Logger
+    ) throws(App.StartError)
+        -> GooglePlaySetup?
+    {
+        guard let keyPath = c.googlePlayServiceAccount else { return nil }
+        let key: ServiceAccountKey
+        do {
+            key = try ServiceAccountKey.load(path: keyPath)
+        } catch {
+            // The reason, never the key's bytes.
+            throw App.StartError(description: "billingd: --google-play-service-account: \(error)")
+        }
+        var api = GooglePlayAPIConfiguration(serviceAccount: key)
+        api.baseURL = c.googlePlayAPIURL
+        api.caPath = c.googlePlayCA
+        api.allowCleartext = c.dev
+        let client: GooglePlayAPIClient
+        do {
+            client = try GooglePlayAPIClient(api) { endpoint, status, seconds in
+                let label = [0, 200, 204, 400, 401, 403, 404, 410, 429, 500, 503].contains(status) ? String(status) : (status >= 500 ? "5xx" : "other")
+                metrics.googlePlayAPICalls.inc([endpoint, label])
+                metrics.googlePlayAPIDuration.observe(seconds, [endpoint])
+            }
+        } catch {
+            throw App.StartError(description: "billingd: --google-play-api-url: \(error)")
+        }
+        let environments = Set(
+            c.environments.compactMap { name -> StoreEnvironment? in
+                switch name {
+                case "production": .production
+                case "sandbox": .sandbox
+                default: nil
+                }
+            })
+        let link = GooglePlayLink(
+            api: client, packages: Set(c.googlePlayPackages), environments: environments, catalog: catalog,
+            warn: { line in
+                logger.log(.error, "Google Play Developer API", [("error", .string(String(line.prefix(300))))])
+            })
+        var acknowledger: PlayAcknowledger?
+        if c.googlePlayAcknowledge == "auto" {
+            let results = metrics.googlePlayAcknowledgements
+            acknowledger = PlayAcknowledger(
+                api: client, store: store, now: { Int64(Date().timeIntervalSince1970 * 1000) },
+                onAttempt: { item, result, error in
+                    results.inc([result])
+                    guard result == "failed" else { return }
+                    logger.log(
+                        .warning, "google play acknowledgement failed",
+                        [
+                            ("transaction_id", .string(item.transactionID)), ("product_id", .string(item.productID)),
+                            ("package", .string(item.packageName)), ("attempts", .int(item.attempts)), ("error", .string(String(error.prefix(300)))),
+                            ("retry_in_ms", .int(Int(item.nextAttemptMs - Int64(Date().timeIntervalSince1970 * 1000)))),
+                        ])
+                },
+                onOverdue: { count in
+                    logger.log(
+                        .warning, "google play purchases unacknowledged for over 48 hours: Google refunds them at 72",
+                        [("count", .int(count))])
+                })
+            let ack = acknowledger!
+            metrics.registry.gauge(
+                "billingd_google_play_unacknowledged_48h", help: "Google Play purchases recorded as paid over 48 hours ago and not yet acknowledged."
+            ) { Double(ack.oldUnacknowledged) }
+        }
+        logger.log(
+            .info, "Google Play configured",
+            [
+                ("service_account", .string(key.clientEmail)), ("packages", .string(c.googlePlayPackages.joined(separator: ","))),
+                ("api_url", .string(c.googlePlayAPIURL)), ("acknowledge", .string(c.googlePlayAcknowledge)),
+            ])
+        return GooglePlaySetup(link: link, client: client, acknowledger: acknowledger)
+    }
+}
