@@ -44,7 +44,8 @@ let package = Package(
         .target(name: "AppStoreAPI", dependencies: ["AppStore", "Crypto", "ProtoWire"], exclude: ["README.md"], swiftSettings: strict),
         .target(name: "GooglePlayAPI", dependencies: ["AppStore", "Crypto", "ProtoWire"], exclude: ["README.md"], swiftSettings: strict),
         .target(
-            name: "BillingService", dependencies: ["Billing", "BillingAPI", "RPC", "ProtoWire", "AppStore", "AppStoreAPI", "GooglePlayAPI", "Crypto"], exclude: ["README.md"],
+            name: "BillingService", dependencies: ["Billing", "BillingAPI", "RPC", "ProtoWire", "AppStore", "AppStoreAPI", "GooglePlayAPI", "Crypto"],
+            exclude: ["README.md"],
             swiftSettings: strict),
 
         // Wrappers around C.
