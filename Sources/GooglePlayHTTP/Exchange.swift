@@ -52,6 +52,10 @@ final class Exchange: Sendable {
             case .failure(let error):
                 observe(endpoint, 0, seconds)
                 last = .unavailable("\(endpoint): \(error)")
+                // Nothing was sent, and a retry would not change that.
+                if case .invalidRequest = error { throw last }
+                if case .shutdown = error { throw last }
+                if case .responseTooLarge = error { throw last }
             case .success(let answer):
                 observe(endpoint, answer.status, seconds)
                 guard answer.status == 429 || (500..<600).contains(answer.status) else { return answer }

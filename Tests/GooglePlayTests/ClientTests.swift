@@ -243,17 +243,35 @@ struct ClientTests {
         }
         defer { closed.shutdown() }
         #expect(throws: GooglePlayAPIError.self) { try closed.consumeProduct(packageName: "com.example.app", productID: "p", token: "t") }
+        // A cleartext token_uri is refused by the HTTP client before anything is sent: one attempt, no retry.
+        let refused = Recorder()
+        let cleartext = try GooglePlayAPIClient(
+            GooglePlayAPIConfiguration(serviceAccount: try ServiceAccountKey.parse(Array(keyFileJSON(tokenURI: "http://127.0.0.1:1/token").utf8))),
+            observe: { endpoint, status, _ in refused.attempts.withLock { $0.append((endpoint, status)) } })
+        defer { cleartext.shutdown() }
+        do {
+            try cleartext.consumeProduct(packageName: "com.example.app", productID: "p", token: "t")
+            Issue.record("a cleartext token endpoint was used")
+        } catch {
+            guard case .unavailable(let why) = error else { throw error }
+            #expect(why.contains("http:// URLs are refused"))
+        }
+        #expect(refused.attempts.withLock { $0.map(\.0) } == ["oauth2.token"])
     }
 
-    @Test("at most maxInFlight calls at once")
+    @Test("at most maxInFlight calls at once; callers that find no token wait for one refresh")
     func boundedInFlight() throws {
         let server = try ScriptedServer()
         defer { server.stop() }
         let api = try client(server, Recorder()) { $0.maxInFlight = 2 }
         defer { api.shutdown() }
         let path = Self.app + "/purchases/products/coins100/tokens/"
-        server.plan(path, status: 200, body: Fixtures.product)
-        _ = try api.productPurchase(packageName: "com.example.app", productID: "coins100", token: "t")  // the token, once
+        server.plan("/token", status: 200, body: #"{"access_token": "ya29.slow", "expires_in": 3599}"#, delay: 0.3)
+        server.plan(path, status: 200, body: Fixtures.product, count: 2)
+        DispatchQueue.concurrentPerform(iterations: 2) { _ in
+            _ = try? api.productPurchase(packageName: "com.example.app", productID: "coins100", token: "t")
+        }
+        #expect(server.log().requests.filter { $0["path"] as? String == "/token" }.count == 1)
         server.plan(path, status: 200, body: Fixtures.product, delay: 0.3, count: 6)
         let failures = Atomic<Int>(0)
         DispatchQueue.concurrentPerform(iterations: 6) { _ in
