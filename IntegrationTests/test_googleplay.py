@@ -210,3 +210,129 @@ def test_on_postgres(fake):
         assert len(wait_calls(fake, "purchases.products.consume", p["token"])) == 1
     finally:
         node.stop()
+
+
+def start_rtdn(fake, *extra):
+    """billingd with RTDN on its notifications port; the fake pushes every change it makes there."""
+    flags = fake.billingd_flags()
+    flags[flags.index("--google-play-packages") + 1] = PACKAGE
+    node = Billingd("--dev", "--catalog", catalog(), *flags, "--notifications-listen", "127.0.0.1:0", *extra,
+                    "--rtdn-audience", "https://billing.example.com/googleplay/rtdn")
+    started = next(json.loads(l) for l in node.log().splitlines() if '"msg":"started"' in l)
+    fake.rtdn_url = f"http://{started['notifications']}/googleplay/rtdn"
+    fake.push_audience = "https://billing.example.com/googleplay/rtdn"
+    return node
+
+
+def entitlement(stub, account, product=None):
+    ents = stub.GetEntitlements(pb.GetEntitlementsRequest(account_id=account, include_inactive=True), timeout=10).entitlements
+    return next((e for e in ents if product is None or e.product_id == product), None)
+
+
+def test_rtdn_authentication_and_duplicates(fake):
+    node = start_rtdn(fake)
+    try:
+        url = fake.rtdn_url
+        for variant in ["none", "wrong_audience", "wrong_email", "unverified_email", "unknown_key", "expired", "bad_signature", "wrong_issuer"]:
+            r = fake.push(url, auth=variant)
+            assert r["status"] == 401, (variant, r)
+        ok = fake.push(url, message_id="m-1")
+        assert ok["status"] == 200 and json.loads(ok["body"])["result"] == "applied"
+        again = fake.redeliver("m-1")
+        assert again["status"] == 200 and json.loads(again["body"])["result"] == "duplicate"
+        import urllib.request
+        req = urllib.request.Request(url, data=b'{"not": "a push"}', method="POST", headers={
+            "content-type": "application/json", "authorization": "Bearer " + fake.push_token(fake.push_audience)})
+        try:
+            urllib.request.urlopen(req, timeout=10)
+            raise AssertionError("a body that is not a push message was taken")
+        except urllib.error.HTTPError as e:
+            assert e.code == 400
+    finally:
+        node.stop()
+
+
+def test_rtdn_completes_a_pending_purchase_by_itself(fake):
+    node = start_rtdn(fake)
+    try:
+        stub = billing(grpc.insecure_channel(node.address))
+        o = order(stub, "remove_ads")
+        p = fake.add_product("remove_ads", account_id=o.order_id, state="pending")
+        expect_error(lambda: submit(stub, o.order_id, p["token"], "remove_ads"), grpc.StatusCode.FAILED_PRECONDITION, "PURCHASE_PENDING")
+        done = fake.complete_product(p["token"])
+        assert done["push"]["status"] == 200, done["push"]
+        got = stub.GetOrder(pb.GetOrderRequest(order_id=o.order_id), timeout=10).order
+        assert got.state == pb.ORDER_STATE_COMPLETED and got.transaction_id == done["orderId"]
+        assert len(wait_calls(fake, "purchases.products.acknowledge", p["token"])) == 1
+        events = stub.ListEvents(pb.ListEventsRequest(after_cursor=0, limit=100), timeout=10).events
+        assert any(e.type == pb.EVENT_TYPE_ORDER_COMPLETED and e.cause == "rtdn:ONE_TIME_PRODUCT_PURCHASED" for e in events)
+    finally:
+        node.stop()
+
+
+def test_rtdn_subscription_lifecycle_and_voided_purchase(fake):
+    node = start_rtdn(fake)
+    try:
+        stub = billing(grpc.insecure_channel(node.address))
+        o = order(stub, "pro_monthly", account="acct-sub")
+        s = fake.add_subscription("pro_monthly", account_id=o.order_id)
+        assert s["push"]["status"] == 200
+        assert stub.GetOrder(pb.GetOrderRequest(order_id=o.order_id), timeout=10).order.state == pb.ORDER_STATE_COMPLETED
+        e = entitlement(stub, "acct-sub")
+        assert e.active and e.product_id == "pro_monthly"
+        first_expiry = e.expires_time_ms
+
+        r = fake.renew(s["token"])
+        assert r["push"]["status"] == 200
+        e = entitlement(stub, "acct-sub")
+        assert e.active and e.expires_time_ms > first_expiry
+
+        assert fake.cancel(s["token"])["push"]["status"] == 200
+        e = entitlement(stub, "acct-sub")
+        assert e.active and not e.auto_renew
+
+        assert fake.revoke(s["token"])["push"]["status"] == 200
+        e = entitlement(stub, "acct-sub")
+        assert e.state == pb.ENTITLEMENT_STATE_REVOKED and not e.active
+        events = stub.ListEvents(pb.ListEventsRequest(after_cursor=0, limit=100, account_id="acct-sub"), timeout=10).events
+        assert any(ev.type == pb.EVENT_TYPE_ENTITLEMENT_REVOKED and ev.cause == "rtdn:SUBSCRIPTION_REVOKED" for ev in events)
+
+        # A one-time purchase voided (a refund): the order is refunded.
+        o2 = order(stub, "remove_ads", account="acct-sub")
+        p = fake.add_product("remove_ads", account_id=o2.order_id)
+        assert stub.GetOrder(pb.GetOrderRequest(order_id=o2.order_id), timeout=10).order.state == pb.ORDER_STATE_COMPLETED
+        v = fake.void(p["token"], reason="remorse")
+        assert v["push"]["status"] == 200, v["push"]
+        assert stub.GetOrder(pb.GetOrderRequest(order_id=o2.order_id), timeout=10).order.state == pb.ORDER_STATE_REFUNDED
+    finally:
+        node.stop()
+
+
+def test_voided_purchases_reconciled_at_start(fake):
+    node = start(fake)
+    try:
+        stub = billing(grpc.insecure_channel(node.address))
+        o = order(stub, "remove_ads", account="acct-void")
+        p = fake.add_product("remove_ads", account_id=o.order_id)
+        assert submit(stub, o.order_id, p["token"], "remove_ads").order.state == pb.ORDER_STATE_COMPLETED
+        fake.void(p["token"], reason="chargeback")  # no RTDN reaches billingd: only the voided list knows
+        node.restart()
+        deadline = time.time() + 20
+        state = None
+        while time.time() < deadline:
+            state = stub.GetOrder(pb.GetOrderRequest(order_id=o.order_id), timeout=10).order.state
+            if state == pb.ORDER_STATE_REFUNDED:
+                break
+            time.sleep(0.1)
+        assert state == pb.ORDER_STATE_REFUNDED, node.log()[-1500:]
+        assert fake.calls("purchases.voidedpurchases.list")
+        line = next(json.loads(l) for l in node.log().splitlines() if "voided purchases reconciled" in l and '"applied":1' in l)
+        assert line["read"] >= 1
+        node.restart()  # read again: recorded once
+        deadline = time.time() + 20
+        while time.time() < deadline and node.log().count("voided purchases reconciled") < 3:  # one per start
+            time.sleep(0.1)
+        last = [json.loads(l) for l in node.log().splitlines() if "voided purchases reconciled" in l][-1]
+        assert last["duplicate"] == 1 and last["applied"] == 0
+    finally:
+        node.stop()

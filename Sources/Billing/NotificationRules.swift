@@ -6,7 +6,7 @@ public enum NotificationRules {
     /// when the offer was redeemed to buy (INITIAL_BUY, RESUBSCRIBE), not to change a running subscription.
     static func isPurchase(_ type: String, _ subtype: String?) -> Bool {
         switch type {
-        case "ONE_TIME_CHARGE", "SUBSCRIBED": true
+        case "ONE_TIME_CHARGE", "SUBSCRIBED", "ONE_TIME_PRODUCT_PURCHASED", "SUBSCRIPTION_PURCHASED": true
         case "OFFER_REDEEMED": subtype == "INITIAL_BUY" || subtype == "RESUBSCRIBE"
         default: false
         }
@@ -34,7 +34,8 @@ public enum NotificationRules {
         // info), merged newest-first, and the events from what changed. TEST, summaries, RESCIND_CONSENT and
         // external purchase tokens carry neither: recorded, no effect.
         guard n.accepted else { return result }
-        let context = RuleContext(nowMs: nowMs, cause: .notification(n.type, uuid: n.uuid), catalog: catalog)
+        let cause: EventCause = n.source == .googlePlay ? EventCause("rtdn:" + n.type, notificationUUID: n.uuid) : .notification(n.type, uuid: n.uuid)
+        let context = RuleContext(nowMs: nowMs, cause: cause, catalog: catalog)
         let original = n.transaction?.originalTransactionID ?? n.renewal?.originalTransactionID
         guard let original else { return result }
 
@@ -46,7 +47,7 @@ public enum NotificationRules {
             renewal = r
         }
         if let r = renewal { try mergeRenewal(ledger, r, original: original) }
-        if n.type == "EXPIRED" || n.type == "GRACE_PERIOD_EXPIRED" {
+        if n.type == "EXPIRED" || n.type == "GRACE_PERIOD_EXPIRED" || n.type == "SUBSCRIPTION_EXPIRED" {
             var state = try ledger.renewal(originalTransactionID: original) ?? RenewalState(originalTransactionID: original)
             if n.signedTimeMs > state.endedSignedTimeMs {
                 state.endedSignedTimeMs = n.signedTimeMs

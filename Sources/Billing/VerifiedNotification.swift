@@ -11,6 +11,9 @@ public struct VerifiedNotification: Sendable, Equatable {
     public var renewal: RenewalFact?
     /// The whole signed payload, kept for audit.
     public var signedPayload: String
+    /// Whose notification: App Store Server Notifications, or Google Play's Real-time developer notifications
+    /// (their events are caused `rtdn:` + the notification type).
+    public var source: Store = .appStore
 
     public init(
         uuid: String, type: String, subtype: String?, signedTimeMs: Int64, environment: StoreEnvironment?, accepted: Bool,

@@ -59,7 +59,7 @@ public final class GooglePlayLink: Sendable {
     }
 
     /// purchases.products.get, as a transaction.
-    func product(packageName: String, productID: String, token: String, kind: ProductKind?) -> Result<StoreTransaction, BillingError> {
+    public func product(packageName: String, productID: String, token: String, kind: ProductKind?) -> Result<StoreTransaction, BillingError> {
         let p: GooglePlay.ProductPurchase
         do {
             p = try api.productPurchase(packageName: packageName, productID: productID, token: token)
@@ -88,12 +88,20 @@ public final class GooglePlayLink: Sendable {
     /// purchases.subscriptionsv2.get, as the transaction of its latest paid order, in the entitlement of its chain's
     /// first purchase (`linkedPurchaseToken` followed back: upgrades and resubscribes stay one subscription).
     func subscription(packageName: String, productID: String, token: String) -> Result<StoreTransaction, BillingError> {
+        subscriptionView(packageName: packageName, productID: productID, token: token).map(\.transaction)
+    }
+
+    /// `subscription`, with Google's answer (its state, auto-renewal, the next product) for notifications.
+    public func subscriptionView(
+        packageName: String, productID: String?, token: String
+    ) -> Result<(transaction: StoreTransaction, purchase: GooglePlay.SubscriptionPurchaseV2), BillingError> {
         let s: GooglePlay.SubscriptionPurchaseV2
         do {
             s = try api.subscriptionPurchase(packageName: packageName, token: token)
         } catch {
             return .failure(map(error))
         }
+        let productID = productID ?? s.lineItems.first?.productID ?? ""
         if s.subscriptionState == .pending { return .failure(.purchasePending(detail: "subscription \(productID)")) }
         if s.subscriptionState == .pendingPurchaseCanceled { return .failure(.purchaseCanceled(detail: "subscription \(productID)")) }
         guard let item = s.lineItems.first(where: { $0.productID == productID }) ?? s.lineItems.first else {
@@ -122,7 +130,7 @@ public final class GooglePlayLink: Sendable {
         }
         price.offerID = item.offerDetails?.offerID ?? ""
         t.price = price
-        return .success(t)
+        return .success((t, s))
     }
 
     /// The orderId of a subscription chain's first purchase, without its `..N` renewal suffix.

@@ -141,7 +141,7 @@ public final class App: Sendable {
             reconciler = nil
         }
         let offers = try App.offerSigning(configuration, logger: logger)
-        let googlePlay = try GooglePlaySetup.make(configuration, store: store, catalog: catalog, metrics: metrics, logger: logger)
+        let googlePlay = try GooglePlaySetup.make(configuration, store: store, catalog: catalog, policy: engine.policy, metrics: metrics, logger: logger)
         self.googlePlay = googlePlay
         let acknowledger = googlePlay?.acknowledger
         let watchersKeyedBy: BillingService.WatcherKey =
@@ -280,6 +280,14 @@ public final class App: Sendable {
                     return storeForReady.isReachable() ? nil : "STORAGE_UNAVAILABLE"
                 },
                 unconfiguredReason: configuration.bundleIDs.isEmpty && !configuration.dev ? "WRONG_APP" : "RECEIPT_UNTRUSTED")
+            let rtdn = googlePlay?.rtdn.map { r in
+                RTDNEndpoint(
+                    verifier: r.verifier, processor: r.processor, logger: logger, metrics: metrics,
+                    unavailable: {
+                        if health.isDraining { return "SHUTTING_DOWN" }
+                        return storeForReady.isReachable() ? nil : "STORAGE_UNAVAILABLE"
+                    })
+            }
             var front = HTTPFrontConfiguration(listen: listen)
             if let cert = configuration.notificationsTLSCert, let key = configuration.notificationsTLSKey {
                 front.tls = HTTPFrontConfiguration.TLS(certificatePath: cert, keyPath: key)
@@ -287,8 +295,17 @@ public final class App: Sendable {
             front.maxBodyBytes = NotificationEndpoint.maxBodyBytes
             do {
                 notificationsServer = try HTTPFront(
-                    configuration: front, precheck: { endpoint.precheck($0) },
-                    handler: { endpoint.handle($0, $1) })
+                    configuration: front,
+                    precheck: { request in
+                        guard request.path == RTDNEndpoint.path else { return endpoint.precheck(request) }
+                        // Without --rtdn-audience the path is not served.
+                        guard let rtdn else { return NotificationEndpoint.json(404, ["error": "NOT_FOUND"]) }
+                        return rtdn.precheck(request)
+                    },
+                    handler: { request, respond in
+                        if request.path == RTDNEndpoint.path, let rtdn { return rtdn.handle(request, respond) }
+                        endpoint.handle(request, respond)
+                    })
             } catch {
                 throw StartError(description: "billingd: --notifications-listen: \(error)")
             }
@@ -459,6 +476,21 @@ public final class App: Sendable {
         return result
     }
 
+    /// Google Play's voided purchases at start and every --reconcile-interval, on its own thread, until stop.
+    private func startVoidedReconciliation() {
+        guard let processor = googlePlay?.processor, configuration.reconcileInterval > 0 else { return }
+        let period = configuration.reconcileInterval
+        let metrics = self.metrics, logger = self.logger
+        let thread = Thread { [self] in
+            while !expiryStopped.load(ordering: .relaxed) {
+                GooglePlaySetup.reconcileVoided(processor, metrics: metrics, logger: logger)
+                pauseUnlessStopped(period)
+            }
+        }
+        thread.name = "googleplay-voided"
+        thread.start()
+    }
+
     /// Reconciles at start and every --reconcile-interval, on its own thread, until stop.
     private func startReconciliation() {
         guard reconciler != nil, configuration.reconcileInterval > 0 else { return }
@@ -543,6 +575,8 @@ public final class App: Sendable {
         startReconciliation()
         webhooks?.start()
         googlePlay?.acknowledger?.start()
+        googlePlay?.rtdn?.fetcher?.start()
+        startVoidedReconciliation()
         logger.log(
             .info, "started",
             [
@@ -682,6 +716,7 @@ public final class App: Sendable {
         // Before the store closes: an attempt in flight is ended, its event sent again after the restart.
         webhooks?.stop()
         googlePlay?.acknowledger?.stop()
+        googlePlay?.rtdn?.fetcher?.stop()
         googlePlay?.client.shutdown()
         store.close()
         metricsServer?.stop()

@@ -11,9 +11,13 @@ struct GooglePlaySetup {
     let link: GooglePlayLink
     let client: GooglePlayAPIClient
     let acknowledger: PlayAcknowledger?
+    /// RTDN (`--rtdn-audience`): the push-token verifier, Google's keys fetched (without `--rtdn-certs`), the processor.
+    let rtdn: (verifier: GoogleIDTokenVerifier, fetcher: GoogleKeyFetcher?, processor: PlayNotificationProcessor)?
+    /// Applies Google's notifications and voided purchases (reconciliation needs it without RTDN too).
+    let processor: PlayNotificationProcessor
 
     static func make(
-        _ c: Configuration, store: any OrderStore, catalog: Catalog?, metrics: BillingMetrics, logger: Logger
+        _ c: Configuration, store: any OrderStore, catalog: Catalog?, policy: PurchaseEngine.Policy, metrics: BillingMetrics, logger: Logger
     ) throws(App.StartError)
         -> GooglePlaySetup?
     {
@@ -78,12 +82,48 @@ struct GooglePlaySetup {
                 "billingd_google_play_unacknowledged_48h", help: "Google Play purchases recorded as paid over 48 hours ago and not yet acknowledged."
             ) { Double(ack.oldUnacknowledged) }
         }
+        let ack = acknowledger
+        let processor = PlayNotificationProcessor(
+            link: link, store: store, policy: policy, now: { Int64(Date().timeIntervalSince1970 * 1000) }, onApplied: { ack?.poke() })
+        var rtdn: (verifier: GoogleIDTokenVerifier, fetcher: GoogleKeyFetcher?, processor: PlayNotificationProcessor)?
+        if let audience = c.rtdnAudience, let email = c.rtdnServiceAccount {
+            var keys = GoogleKeySet(keys: [:])
+            if let path = c.rtdnCerts {
+                do {
+                    keys = try GoogleKeySet.parse(Array(try Data(contentsOf: URL(fileURLWithPath: path))))
+                } catch {
+                    throw App.StartError(description: "billingd: --rtdn-certs: \(path): \(error)")
+                }
+            }
+            let verifier = GoogleIDTokenVerifier(.init(audience: audience, serviceAccountEmail: email), keys: keys)
+            var fetcher: GoogleKeyFetcher?
+            if c.rtdnCerts == nil {
+                do {
+                    fetcher = try GoogleKeyFetcher(verifier: verifier, logger: logger)
+                } catch {
+                    throw App.StartError(description: "billingd: --rtdn-audience: \(error)")
+                }
+            }
+            rtdn = (verifier, fetcher, processor)
+        }
         logger.log(
             .info, "Google Play configured",
             [
                 ("service_account", .string(key.clientEmail)), ("packages", .string(c.googlePlayPackages.joined(separator: ","))),
                 ("api_url", .string(c.googlePlayAPIURL)), ("acknowledge", .string(c.googlePlayAcknowledge)),
             ])
-        return GooglePlaySetup(link: link, client: client, acknowledger: acknowledger)
+        return GooglePlaySetup(link: link, client: client, acknowledger: acknowledger, rtdn: rtdn, processor: processor)
+    }
+
+    /// Voided purchases read and applied: the log line and the metric.
+    static func reconcileVoided(_ processor: PlayNotificationProcessor, metrics: BillingMetrics, logger: Logger) {
+        let r = processor.reconcileVoided()
+        metrics.reconcileRuns.inc([r.error == nil ? "ok" : "incomplete"])
+        logger.log(
+            r.error == nil ? .info : .warning, "google play voided purchases reconciled",
+            [
+                ("read", .int(r.read)), ("applied", .int(r.applied)), ("duplicate", .int(r.duplicate)), ("unknown", .int(r.unknown)),
+                ("error", .string(r.error ?? "")),
+            ])
     }
 }
