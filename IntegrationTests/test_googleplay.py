@@ -336,3 +336,29 @@ def test_voided_purchases_reconciled_at_start(fake):
         assert last["duplicate"] == 1 and last["applied"] == 0
     finally:
         node.stop()
+
+
+def test_restore_with_google_play_purchases(fake):
+    node = start(fake)
+    try:
+        stub = billing(grpc.insecure_channel(node.address))
+        # Bought on another device, never reported: the app restores with the tokens Google Play gives it.
+        ads = fake.add_product("remove_ads")
+        sub = fake.add_subscription("pro_monthly")
+        pending = fake.add_product("remove_ads", state="pending")
+        r = stub.RestorePurchases(pb.RestorePurchasesRequest(account_id="acct-restore", google_play_purchases=[
+            pb.GooglePlayPurchase(package_name=PACKAGE, product_id="remove_ads", purchase_token=ads["token"]),
+            pb.GooglePlayPurchase(package_name=PACKAGE, product_id="pro_monthly", purchase_token=sub["token"]),
+            pb.GooglePlayPurchase(package_name=PACKAGE, product_id="remove_ads", purchase_token=pending["token"]),
+        ]), timeout=30)
+        got = sorted((e.product_id, e.active, e.store) for e in r.entitlements)
+        assert got == [("pro_monthly", True, pb.STORE_GOOGLE_PLAY), ("remove_ads", True, pb.STORE_GOOGLE_PLAY)]
+        # Recorded as paid: acknowledged (a purchase restored is the account's now).
+        assert len(wait_calls(fake, "purchases.products.acknowledge", ads["token"])) == 1
+        assert len(wait_calls(fake, "purchases.subscriptions.acknowledge", sub["token"])) == 1
+        assert fake.calls("purchases.products.acknowledge", token=pending["token"]) == []
+        expect_error(lambda: stub.RestorePurchases(pb.RestorePurchasesRequest(account_id="acct-restore", google_play_purchases=[
+            pb.GooglePlayPurchase(package_name="com.example.other", product_id="remove_ads", purchase_token=ads["token"])]), timeout=30),
+            grpc.StatusCode.INVALID_ARGUMENT, "WRONG_APP")
+    finally:
+        node.stop()

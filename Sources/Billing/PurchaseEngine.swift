@@ -177,7 +177,7 @@ public final class PurchaseEngine: Sendable {
     /// refund-history reconciliation with the restore.
     public func restorePurchases(
         accountID: String, appReceipt: String, signedTransactions: [String], fetched: [String] = [],
-        watch: [(transactionID: String, environment: StoreEnvironment)] = [],
+        watch: [(transactionID: String, environment: StoreEnvironment)] = [], storeVerified: [StoreTransaction] = [],
         completion: @escaping @Sendable (Result<[Entitlement], BillingError>) -> Void
     ) {
         do throws(BillingError) {
@@ -185,7 +185,7 @@ public final class PurchaseEngine: Sendable {
         } catch {
             return completion(.failure(error))
         }
-        guard !appReceipt.isEmpty || !signedTransactions.isEmpty || !fetched.isEmpty else {
+        guard !appReceipt.isEmpty || !signedTransactions.isEmpty || !fetched.isEmpty || !storeVerified.isEmpty else {
             return completion(.failure(.invalidField(field: "proof", problem: "is required: app_receipt or signed_transactions")))
         }
         guard signedTransactions.count <= Self.maxSignedTransactions else {
@@ -207,6 +207,9 @@ public final class PurchaseEngine: Sendable {
             case .failure(let e): return completion(.failure(e))
             }
         }
+        // Purchases the store's own API described just now for tokens the caller holds (Google Play): proofs of
+        // possession like signed transactions.
+        proven += storeVerified.map(classify)
         var byID: [StoreTransaction] = []
         for jws in fetched {
             switch verifier.verifySignedTransaction(jws) {

@@ -63,6 +63,9 @@ public final class BillingService: Sendable {
         self.onInternalError = onInternalError
     }
 
+    /// At most this many Google Play purchases per RestorePurchases (each is one Play Developer API call or two).
+    public static let maxGooglePlayPurchases = 20
+
     public static let createOrder = "billing.v1.Billing/CreateOrder"
     public static let submitReceipt = "billing.v1.Billing/SubmitReceipt"
     public static let restorePurchases = "billing.v1.Billing/RestorePurchases"
@@ -104,7 +107,8 @@ public final class BillingService: Sendable {
             router.register(
                 Self.restorePurchases, RestorePurchasesRequest.self,
                 on: { request in
-                    .pool(request.transactionIDs.isEmpty ? Workers.verification : Workers.appStore)
+                    if !request.googlePlayPurchases.isEmpty && playConfigured { return .pool(Workers.googlePlay) }
+                    return .pool(request.transactionIDs.isEmpty ? Workers.verification : Workers.appStore)
                 }
             ) { [self] context, request, responder in
                 restorePurchases(purchases, context, request, responder)
@@ -218,7 +222,27 @@ public final class BillingService: Sendable {
         if !request.accountID.isEmpty && request.accountID.utf8.count <= OrderService.Limits.accountID {
             context.note("account_id", request.accountID)
         }
-        if !request.googlePlayPurchases.isEmpty { return answer(.googlePlayNotConfigured, context, responder) }
+        var playTransactions: [StoreTransaction] = []
+        if !request.googlePlayPurchases.isEmpty {
+            guard let googlePlay else { return answer(.googlePlayNotConfigured, context, responder) }
+            if request.googlePlayPurchases.count > Self.maxGooglePlayPurchases {
+                return answer(.invalidField(field: "google_play_purchases", problem: "holds more than \(Self.maxGooglePlayPurchases)"), context, responder)
+            }
+            do throws(BillingError) {
+                try OrderService.checkAccountID(request.accountID, required: true)
+            } catch {
+                return answer(error, context, responder)
+            }
+            for p in request.googlePlayPurchases {
+                switch googlePlay.transaction(packageName: p.packageName, productID: p.productID, token: p.purchaseToken) {
+                case .success(let t): playTransactions.append(t)
+                // Not paid (yet): nothing to restore.
+                case .failure(.purchasePending), .failure(.purchaseCanceled): continue
+                case .failure(let e): return answer(e, context, responder)
+                }
+                if context.isExpired { return answer(.googlePlayUnavailable(detail: "the call's deadline passed while reading purchases"), context, responder) }
+            }
+        }
         let ids = request.transactionIDs
         if !ids.isEmpty {
             guard appStore != nil else {
@@ -250,10 +274,11 @@ public final class BillingService: Sendable {
         // The customers fetched by id are noted with the restore: reconciliation reads their refund history.
         engine.restorePurchases(
             accountID: request.accountID, appReceipt: request.appReceipt,
-            signedTransactions: request.signedTransactions, fetched: fetched, watch: customers
-        ) { [self] result in
+            signedTransactions: request.signedTransactions, fetched: fetched, watch: customers, storeVerified: playTransactions
+        ) { [self, restoredPlay = !playTransactions.isEmpty] result in
             switch result {
             case .success(let entitlements):
+                if restoredPlay { onPlayPurchaseRecorded() }
                 var response = RestorePurchasesResponse()
                 response.entitlements = entitlements.map(BillingAPI.Entitlement.init)
                 responder.succeed(response)
