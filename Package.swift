@@ -81,7 +81,10 @@ let package = Package(
             swiftSettings: strict),
         .executableTarget(
             name: "billingctl",
-            dependencies: ["HTTP2", "RPC", "BillingAPI", "ProtoWire", "AppStore", "AppStoreAPI", "AppStoreHTTP", "Crypto", "ProtoJSON"],
+            dependencies: [
+                "HTTP2", "RPC", "BillingAPI", "ProtoWire", "AppStore", "AppStoreAPI", "AppStoreHTTP", "Crypto", "ProtoJSON", "HTTPClient", "GooglePlayAPI",
+                "GooglePlayHTTP",
+            ],
             swiftSettings: strict),
 
         .target(name: "TestSupport", path: "Tests/TestSupport", swiftSettings: strict),

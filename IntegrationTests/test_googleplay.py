@@ -362,3 +362,31 @@ def test_restore_with_google_play_purchases(fake):
             grpc.StatusCode.INVALID_ARGUMENT, "WRONG_APP")
     finally:
         node.stop()
+
+
+def test_billingctl_scripts_the_fake_and_verifies_with_the_api(fake):
+    import subprocess
+    from conftest import binary
+    made = subprocess.run([binary("billingctl"), "teststore", "play-purchase", "--fake", fake.url, "--ca", fake.ca_path,
+                           "--product", "remove_ads", "--order", "0190a3c2-7d4e-7b1a-9c3d-2e4f5a6b7c8d", "--test"],
+                          capture_output=True, text=True, timeout=30)
+    assert made.returncode == 0, made.stderr
+    record = json.loads(made.stdout)
+    assert record["productId"] == "remove_ads" and record["orderId"].startswith("GPA.")
+    seen = subprocess.run([binary("billingctl"), "play", "verify", PACKAGE, "remove_ads", record["token"], "--service-account",
+                           fake.service_account_path, "--api-url", fake.url, "--ca", fake.ca_path], capture_output=True, text=True, timeout=30)
+    assert seen.returncode == 0, seen.stderr
+    got = json.loads(seen.stdout)
+    assert got["orderId"] == record["orderId"] and got["purchaseState"] == 0 and got["purchaseType"] == 0
+    assert got["obfuscatedExternalAccountId"] == "0190a3c2-7d4e-7b1a-9c3d-2e4f5a6b7c8d"
+    sub = subprocess.run([binary("billingctl"), "teststore", "play-subscription", "--fake", fake.url, "--ca", fake.ca_path,
+                          "--product", "pro_monthly"], capture_output=True, text=True, timeout=30)
+    assert sub.returncode == 0, sub.stderr
+    token = json.loads(sub.stdout)["token"]
+    seen = subprocess.run([binary("billingctl"), "play", "verify", PACKAGE, "pro_monthly", token, "--subscription", "--service-account",
+                           fake.service_account_path, "--api-url", fake.url, "--ca", fake.ca_path], capture_output=True, text=True, timeout=30)
+    assert seen.returncode == 0, seen.stderr
+    assert json.loads(seen.stdout)["subscriptionState"] == "SUBSCRIPTION_STATE_ACTIVE"
+    missing = subprocess.run([binary("billingctl"), "play", "verify", PACKAGE, "remove_ads", "no-such-token", "--service-account",
+                              fake.service_account_path, "--api-url", fake.url, "--ca", fake.ca_path], capture_output=True, text=True, timeout=30)
+    assert missing.returncode != 0 and "not found" in missing.stderr

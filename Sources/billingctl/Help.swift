@@ -102,6 +102,7 @@ enum Help {
             """
         ),
         (["webhooks"], WebhookCommands.usage),
+        (["play"], PlayCommands.usage),
         (
             ["appstore"],
             """

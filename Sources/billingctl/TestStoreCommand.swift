@@ -50,6 +50,8 @@ enum TestStoreCommand {
         guard let sub = options.positional.first else { throw Usage(message: "teststore needs init, transaction, receipt or notification") }
         let dir = options.named["store"] ?? (sub == "init" ? options.positional.dropFirst().first : nil) ?? "teststore"
         switch sub {
+        case "play-purchase": return try PlayCommands.fakePurchase(options, subscription: false)
+        case "play-subscription": return try PlayCommands.fakePurchase(options, subscription: true)
         case "init":
             try TestStore.initialize(directory: dir)
             let store = try TestStore.open(directory: dir, create: false)

@@ -36,7 +36,7 @@ struct Options {
             case "--addr": addr = try value(a)
             case "--tls": tls = true
             case "--json": named["json"] = "true"
-            case "--follow", "--include-inactive", "--wait", "--allow-introductory-offer": named[String(a.dropFirst(2))] = "true"
+            case "--follow", "--include-inactive", "--wait", "--allow-introductory-offer", "--subscription", "--test": named[String(a.dropFirst(2))] = "true"
             case "--ca": ca = try value(a); tls = true
             case "--insecure": insecure = true; tls = true
             case "--api-key": apiKey = try value(a)
@@ -76,7 +76,8 @@ struct Options {
         "get-order": ["order-id"],
         "submit-receipt": ["order-id", "signed-transaction", "app-receipt", "transaction-id"],
         "restore": ["account", "app-receipt", "signed-transaction", "transaction-id"],
-        "teststore": TestStoreCommand.flags,
+        "teststore": TestStoreCommand.flags.union(PlayCommands.flags),
+        "play": PlayCommands.flags,
         "entitlements": ["account", "include-inactive"],
         "events": ["after", "account", "limit", "follow"],
         "history": ["account", "limit"],
@@ -260,6 +261,8 @@ func run() throws {
         try OfferCommands.run(options)
     case "webhooks":
         try WebhookCommands.run(options)
+    case "play":
+        try PlayCommands.verify(options)
     default:
         throw Usage(message: "unknown command '\(options.command)'")
     }
