@@ -66,8 +66,9 @@ def wait_calls(fake, method, token, n=1, timeout=15):
     return [c for c in fake.calls(method, token=token) if 200 <= c["status"] < 300]
 
 
-def test_one_time_products_completed_acknowledged_once_and_consumables_consumed(fake):
-    node = start(fake)
+@pytest.mark.parametrize("db", ["sqlite", "postgres"])
+def test_one_time_products_completed_acknowledged_once_and_consumables_consumed(fake, db):
+    node = start(fake, database=postgres_database() if db == "postgres" else None)
     try:
         stub = billing(grpc.insecure_channel(node.address))
         coins = order(stub, "coins_100")
@@ -212,12 +213,12 @@ def test_on_postgres(fake):
         node.stop()
 
 
-def start_rtdn(fake, *extra):
+def start_rtdn(fake, *extra, database=None):
     """billingd with RTDN on its notifications port; the fake pushes every change it makes there."""
     flags = fake.billingd_flags()
     flags[flags.index("--google-play-packages") + 1] = PACKAGE
     node = Billingd("--dev", "--catalog", catalog(), *flags, "--notifications-listen", "127.0.0.1:0", *extra,
-                    "--rtdn-audience", "https://billing.example.com/googleplay/rtdn")
+                    "--rtdn-audience", "https://billing.example.com/googleplay/rtdn", database=database)
     started = next(json.loads(l) for l in node.log().splitlines() if '"msg":"started"' in l)
     fake.rtdn_url = f"http://{started['notifications']}/googleplay/rtdn"
     fake.push_audience = "https://billing.example.com/googleplay/rtdn"
@@ -270,8 +271,9 @@ def test_rtdn_completes_a_pending_purchase_by_itself(fake):
         node.stop()
 
 
-def test_rtdn_subscription_lifecycle_and_voided_purchase(fake):
-    node = start_rtdn(fake)
+@pytest.mark.parametrize("db", ["sqlite", "postgres"])
+def test_rtdn_subscription_lifecycle_and_voided_purchase(fake, db):
+    node = start_rtdn(fake, database=postgres_database() if db == "postgres" else None)
     try:
         stub = billing(grpc.insecure_channel(node.address))
         o = order(stub, "pro_monthly", account="acct-sub")
@@ -290,6 +292,17 @@ def test_rtdn_subscription_lifecycle_and_voided_purchase(fake):
         assert fake.cancel(s["token"])["push"]["status"] == 200
         e = entitlement(stub, "acct-sub")
         assert e.active and not e.auto_renew
+
+        # Another subscriber: on hold (billing retry), recovered, then expired.
+        o3 = order(stub, "pro_yearly", account="acct-hold")
+        h = fake.add_subscription("pro_yearly", account_id=o3.order_id)
+        assert fake.hold(h["token"])["push"]["status"] == 200
+        assert entitlement(stub, "acct-hold").state == pb.ENTITLEMENT_STATE_BILLING_RETRY
+        assert fake.recover(h["token"])["push"]["status"] == 200
+        assert entitlement(stub, "acct-hold").state == pb.ENTITLEMENT_STATE_ACTIVE
+        assert fake.expire(h["token"])["push"]["status"] == 200
+        e = entitlement(stub, "acct-hold")
+        assert e.state == pb.ENTITLEMENT_STATE_EXPIRED and not e.active
 
         assert fake.revoke(s["token"])["push"]["status"] == 200
         e = entitlement(stub, "acct-sub")

@@ -100,7 +100,8 @@ public final class PlayNotificationProcessor: Sendable {
                         t.revocationType = .refundFull
                     }
                     transaction = t
-                    renewal = Self.renewal(t, s, signedMs: eventMs)
+                    // One answer of the API: the renewal facts are as current as the transaction read with them.
+                    renewal = Self.renewal(t, s, signedMs: t.signedTimeMs)
                 case .failure(.purchasePending), .failure(.purchaseCanceled), .failure(.purchaseNotFound): break
                 case .failure(let e): return (.unavailable(e.description), summary)
                 }
