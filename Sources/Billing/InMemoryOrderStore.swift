@@ -142,12 +142,12 @@ public final class InMemoryOrderStore: OrderStore {
         func queueAcknowledgement(_ a: PlayAcknowledgement) {
             if state.acknowledgements[a.purchaseToken] == nil { state.acknowledgements[a.purchaseToken] = a }
         }
-        func dueAcknowledgements(nowMs: Int64, limit: Int) -> [PlayAcknowledgement] {
-            Array(
-                state.acknowledgements.values.filter { !$0.isDone && $0.nextAttemptMs <= nowMs }.sorted {
-                    ($0.nextAttemptMs, $0.purchaseToken) < ($1.nextAttemptMs, $1.purchaseToken)
-                }
-                .prefix(limit))
+        func claimAcknowledgements(nowMs: Int64, untilMs: Int64, limit: Int) -> [PlayAcknowledgement] {
+            let due = Array(
+                state.acknowledgements.values.filter { !$0.isDone && $0.nextAttemptMs <= nowMs }
+                    .sorted { ($0.nextAttemptMs, $0.purchaseToken) < ($1.nextAttemptMs, $1.purchaseToken) }.prefix(limit))
+            for a in due { state.acknowledgements[a.purchaseToken]?.nextAttemptMs = untilMs }
+            return due
         }
         func updateAcknowledgement(_ a: PlayAcknowledgement) {
             if state.acknowledgements[a.purchaseToken] != nil { state.acknowledgements[a.purchaseToken] = a }

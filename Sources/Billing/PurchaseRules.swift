@@ -74,8 +74,10 @@ public protocol PurchaseLedger {
     func setWebhookPosition(_ position: UInt64) throws(BillingError)
     /// Queues a Google Play purchase for acknowledgement; a token already queued changes nothing.
     func queueAcknowledgement(_ a: PlayAcknowledgement) throws(BillingError)
-    /// Acknowledgements not done whose next attempt is due at `nowMs`, the oldest due first; at most `limit`.
-    func dueAcknowledgements(nowMs: Int64, limit: Int) throws(BillingError) -> [PlayAcknowledgement]
+    /// Claims acknowledgements not done whose next attempt is due at `nowMs`, the oldest due first, at most `limit`:
+    /// their next attempt moves to `untilMs`, so another replica claiming at once skips them (the UPDATE re-checks
+    /// that they are due).
+    func claimAcknowledgements(nowMs: Int64, untilMs: Int64, limit: Int) throws(BillingError) -> [PlayAcknowledgement]
     /// Records an attempt's outcome: what Google confirmed (times, 0 for not yet), the error and the next attempt.
     func updateAcknowledgement(_ a: PlayAcknowledgement) throws(BillingError)
     /// Purchases queued before `createdBeforeMs` and not yet acknowledged.
@@ -296,10 +298,16 @@ public enum PurchaseRules {
         var next = old
         if t.signedTimeMs > old.signedTimeMs {
             next.expiresTimeMs = t.expiresTimeMs
-            next.revocationTimeMs = t.revocationTimeMs
-            next.revocationReason = t.revocationReason
-            next.revocationType = t.revocationType
-            next.revocationPercentage = t.revocationPercentage
+            // Google Play never reverses a revocation, and its API shows a revoked or voided purchase as merely
+            // expired (or still purchased): a later read without one keeps the revocation a notification or the
+            // voided list brought. (An App Store view without one is a reversal: REFUND_REVERSED.)
+            let keepRevocation = t.store == .googlePlay && old.isRevoked && !t.isRevoked
+            if !keepRevocation {
+                next.revocationTimeMs = t.revocationTimeMs
+                next.revocationReason = t.revocationReason
+                next.revocationType = t.revocationType
+                next.revocationPercentage = t.revocationPercentage
+            }
             next.ownership = t.ownership
             next.signedTimeMs = t.signedTimeMs
         }

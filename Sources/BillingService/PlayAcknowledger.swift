@@ -72,10 +72,15 @@ public final class PlayAcknowledger: Sendable {
     @discardableResult
     public func pass(limit: Int = 50) -> Bool {
         let nowMs = now()
+        // Claimed for a minute: another replica's acknowledger skips them meanwhile; a failure sets its own retry.
         let read: Result<([PlayAcknowledgement], Int), BillingError> = Blocking.wait { done in
-            store.read(
+            store.write(
+                abandoned: { false },
                 { ledger throws(BillingError) in
-                    (try ledger.dueAcknowledgements(nowMs: nowMs, limit: limit), try ledger.unacknowledgedCount(createdBeforeMs: nowMs - Self.warnAfterMs))
+                    (
+                        try ledger.claimAcknowledgements(nowMs: nowMs, untilMs: nowMs + 60_000, limit: limit),
+                        try ledger.unacknowledgedCount(createdBeforeMs: nowMs - Self.warnAfterMs)
+                    )
                 }, completion: done)
         }
         guard case .success(let (due, old)) = read else { return false }

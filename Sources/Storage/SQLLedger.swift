@@ -491,13 +491,15 @@ struct SQLLedger<DB: SQLExecutor>: PurchaseLedger {
         }
     }
 
-    func dueAcknowledgements(nowMs: Int64, limit: Int) throws(BillingError) -> [PlayAcknowledgement] {
+    func claimAcknowledgements(nowMs: Int64, untilMs: Int64, limit: Int) throws(BillingError) -> [PlayAcknowledgement] {
         try run { () throws(StorageError) in
             try db.query(
-                "SELECT purchase_token, package_name, product_id, subscription, consume, transaction_id, account_id, created_ms, attempts, "
-                    + "next_attempt_ms, last_error, acknowledged_ms, consumed_ms FROM play_acknowledgements "
-                    + "WHERE done = 0 AND next_attempt_ms <= $1 ORDER BY next_attempt_ms, purchase_token LIMIT $2",
-                [.int(nowMs), .int(Int64(limit))],
+                "UPDATE play_acknowledgements SET next_attempt_ms = $1 WHERE done = 0 AND next_attempt_ms <= $2 AND purchase_token IN "
+                    + "(SELECT purchase_token FROM play_acknowledgements WHERE done = 0 AND next_attempt_ms <= $2 "
+                    + "ORDER BY next_attempt_ms, purchase_token LIMIT $3) "
+                    + "RETURNING purchase_token, package_name, product_id, subscription, consume, transaction_id, account_id, created_ms, attempts, "
+                    + "next_attempt_ms, last_error, acknowledged_ms, consumed_ms",
+                [.int(untilMs), .int(nowMs), .int(Int64(limit))],
                 { r in
                     PlayAcknowledgement(
                         purchaseToken: r.text(0), packageName: r.text(1), productID: r.text(2), subscription: r.int(3) != 0, consume: r.int(4) != 0,
