@@ -219,6 +219,10 @@ def start_rtdn(fake, *extra, database=None):
     flags[flags.index("--google-play-packages") + 1] = PACKAGE
     node = Billingd("--dev", "--catalog", catalog(), *flags, "--notifications-listen", "127.0.0.1:0", *extra,
                     "--rtdn-audience", "https://billing.example.com/googleplay/rtdn", database=database)
+    # The port answers a moment before the "started" line is written.
+    deadline = time.time() + 10
+    while time.time() < deadline and '"msg":"started"' not in node.log():
+        time.sleep(0.02)
     started = next(json.loads(l) for l in node.log().splitlines() if '"msg":"started"' in l)
     fake.rtdn_url = f"http://{started['notifications']}/googleplay/rtdn"
     fake.push_audience = "https://billing.example.com/googleplay/rtdn"

@@ -39,6 +39,9 @@ def feed(node):
 def delivered(node):
     """billingd_webhook_deliveries_total{result="delivered"} of a node started with --metrics-listen 127.0.0.1:0."""
     import urllib.request
+    deadline = time.time() + 10
+    while time.time() < deadline and '"msg":"started"' not in node.log():
+        time.sleep(0.02)
     started = next(json.loads(l) for l in node.log().splitlines() if '"msg":"started"' in l)
     text = urllib.request.urlopen(f"http://{started['metrics']}/metrics", timeout=5).read().decode()
     for line in text.splitlines():
