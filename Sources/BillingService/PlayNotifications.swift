@@ -122,17 +122,10 @@ public final class PlayNotificationProcessor: Sendable {
         if transaction?.environment == .sandbox && !link.environments.contains(.sandbox) { accepted = false }
         if transaction?.environment == .production && !link.environments.contains(.production) { accepted = false }
 
-        var n = VerifiedNotification(
+        let n = VerifiedNotification(
             uuid: uuid, type: type, subtype: nil, signedTimeMs: eventMs, environment: transaction?.environment, accepted: accepted,
             transaction: transaction, renewal: renewal, signedPayload: String(decoding: body.prefix(64 << 10), as: UTF8.self))
-        n.source = .googlePlay
-        let nowMs = now()
-        let catalog = link.catalog
-        let policy = self.policy
-        let result: Result<NotificationResult, BillingError> = Blocking.wait { done in
-            store.apply(n, nowMs: nowMs, catalog: catalog, policy: policy, completion: done)
-        }
-        switch result {
+        switch apply(n) {
         case .success(let r):
             if r == .applied { onApplied() }
             return (.done(r), summary)
@@ -179,17 +172,10 @@ public final class PlayNotificationProcessor: Sendable {
                     report.unknown += 1
                     continue
                 }
-                var n = VerifiedNotification(
+                let n = VerifiedNotification(
                     uuid: "voided:\(orderID)", type: "VOIDED_PURCHASE", subtype: nil, signedTimeMs: v.voidedTimeMillis, environment: t.environment,
                     accepted: true, transaction: t, renewal: nil, signedPayload: "")
-                n.source = .googlePlay
-                let nowMs = now()
-                let catalog = link.catalog
-                let policy = self.policy
-                let result: Result<NotificationResult, BillingError> = Blocking.wait { done in
-                    store.apply(n, nowMs: nowMs, catalog: catalog, policy: policy, completion: done)
-                }
-                switch result {
+                switch apply(n) {
                 case .success(.duplicate): report.duplicate += 1
                 case .success: report.applied += 1
                 case .failure(let e):
@@ -199,6 +185,16 @@ public final class PlayNotificationProcessor: Sendable {
             }
         }
         return report
+    }
+
+    /// Applies a Google notification (or a voided purchase) once, in one write, through the notification rules.
+    private func apply(_ notification: VerifiedNotification) -> Result<NotificationResult, BillingError> {
+        var n = notification
+        n.source = .googlePlay
+        let nowMs = now()
+        let catalog = link.catalog
+        let policy = self.policy
+        return Blocking.wait { done in store.apply(n, nowMs: nowMs, catalog: catalog, policy: policy, completion: done) }
     }
 
     /// A voided purchase (refund, chargeback): billingd's transaction of that order id, revoked at `atMs`; nil when
