@@ -343,6 +343,10 @@ def test_voided_purchases_reconciled_at_start(fake):
             time.sleep(0.1)
         assert state == pb.ORDER_STATE_REFUNDED, node.log()[-1500:]
         assert fake.calls("purchases.voidedpurchases.list")
+        # The report is logged once the whole list is applied, a moment after the order changed.
+        deadline = time.time() + 10
+        while time.time() < deadline and not any("voided purchases reconciled" in l and '"applied":1' in l for l in node.log().splitlines()):
+            time.sleep(0.05)
         line = next(json.loads(l) for l in node.log().splitlines() if "voided purchases reconciled" in l and '"applied":1' in l)
         assert line["read"] >= 1
         node.restart()  # read again: recorded once
