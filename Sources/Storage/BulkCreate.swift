@@ -3,9 +3,12 @@ import Synchronization
 
 /// The CreateOrders of one PostgreSQL batch, written by one statement.
 ///
-/// One `INSERT ... ON CONFLICT DO NOTHING` of every new order, and in the same statement the
-/// ORDER_CREATED event of each order it did insert, so an order never exists without its event
-/// and no event is written for an order that was not. An order it did not insert lost to an order
+/// One `INSERT ... ON CONFLICT DO NOTHING` of every new order, and the ORDER_CREATED event of each
+/// order it did insert, so an order never exists without its event and no event is written for an
+/// order that was not. When the statement is the whole transaction, the events are in it too, numbered
+/// from the feed counter taken after the orders are in (`FeedCursors`): one round trip. Inside a larger
+/// transaction the statement inserts the orders only, and their events wait with the transaction's
+/// others for its end (`PGConnection.pendingEvents`). An order it did not insert lost to an order
 /// with the same idempotency key (committed by another replica, or earlier in this same batch): it
 /// is answered with that order, read back by key, exactly as when the key is found first on its own.
 /// Rows go in (account, key) order, so two batches sharing keys lock them in the same order.
@@ -16,20 +19,21 @@ enum BulkCreate {
     struct Request: Sendable {
         let order: NewOrder
         let abandoned: @Sendable () -> Bool
-        let sequencer: EventSequencer
         let completion: @Sendable (Result<CreateOutcome, BillingError>) -> Void
     }
 
     /// Order columns as `OrderRow.values` gives them, then event columns as `SQLLedger.values`, with their types.
     static let orderTypes = ["text", "text", "text", "integer", "integer", "text", "bigint", "bigint", "text", "integer"]
-    static let eventTypes = ["integer", "bigint", "text", "text", "text", "text", "text", "text"]
-    static let eventColumns = "event_type, time_ms, account_id, cause, notification_uuid, transaction_id, order_snapshot, entitlement_snapshot"
+    static let eventTypes = FeedCursors.types
+    static let eventColumns = FeedCursors.columns
 
-    /// The statement for `rows` orders (prepared once per size and connection).
-    static func statement(rows: Int) -> String {
+    /// The statement for `rows` orders (prepared once per size and connection). `events`: the orders' events
+    /// are inserted too, numbered from the feed counter; the statement must then be the whole transaction, so
+    /// that the counter's row is held only from there to its COMMIT.
+    static func statement(rows: Int, events: Bool) -> String {
         precondition(rows >= 1)
-        let width = orderTypes.count + eventTypes.count
-        let types = orderTypes + eventTypes
+        let types = orderTypes + (events ? eventTypes : [])
+        let width = types.count
         var values: [String] = []
         values.reserveCapacity(rows)
         for row in 0..<rows {
@@ -38,22 +42,33 @@ enum BulkCreate {
         }
         let o = (0..<orderTypes.count).map { "o\($0)" }.joined(separator: ", ")
         let e = (0..<eventTypes.count).map { "i.e\($0)" }.joined(separator: ", ")
-        let inputColumns = (0..<orderTypes.count).map { "o\($0)" } + (0..<eventTypes.count).map { "e\($0)" } + ["ord"]
-        return """
+        let inputColumns = (0..<orderTypes.count).map { "o\($0)" } + (events ? (0..<eventTypes.count).map { "e\($0)" } : []) + ["ord"]
+        let orders = """
             WITH input (\(inputColumns.joined(separator: ", "))) AS (VALUES \(values.joined(separator: ", "))),
-            inserted AS (INSERT INTO orders (\(OrderRow.columns)) SELECT \(o) FROM input ORDER BY o1, o5, ord ON CONFLICT DO NOTHING RETURNING order_id),
-            created AS (INSERT INTO events (\(eventColumns)) SELECT \(e) FROM input i JOIN inserted ON inserted.order_id = i.o0 ORDER BY i.ord)
+            inserted AS (INSERT INTO orders (\(OrderRow.columns)) SELECT \(o) FROM input ORDER BY o1, o5, ord ON CONFLICT DO NOTHING RETURNING order_id)
+            """
+        guard events else { return orders + "\nSELECT order_id FROM inserted" }
+        // `fresh` needs every row of `inserted`, so the counter is taken once all the orders are in; the NOTIFY (sent
+        // at COMMIT) only when there are events.
+        return orders + """
+            ,
+            fresh AS (SELECT i.*, row_number() OVER (ORDER BY i.ord) AS n, count(*) OVER () AS k
+                      FROM input i JOIN inserted ON inserted.order_id = i.o0),
+            counter AS (UPDATE feed_counter SET last = last + (SELECT count(*) FROM fresh) WHERE EXISTS (SELECT 1 FROM fresh)
+                        RETURNING last, pg_notify('\(FeedCursors.channel)', '')::text),
+            created AS (INSERT INTO events (feed_cursor, \(eventColumns)) SELECT counter.last - i.k + i.n, \(e) FROM fresh i, counter)
             SELECT order_id FROM inserted
             """
     }
 
     private static let statements = Mutex<[Int: String]>([:])
 
-    static func cachedStatement(rows: Int) -> String {
+    static func cachedStatement(rows: Int, events: Bool) -> String {
         statements.withLock { cache in
-            if let known = cache[rows] { return known }
-            let made = statement(rows: rows)
-            cache[rows] = made
+            let key = events ? rows : -rows
+            if let known = cache[key] { return known }
+            let made = statement(rows: rows, events: events)
+            cache[key] = made
             return made
         }
     }
@@ -87,18 +102,20 @@ enum BulkCreate {
         rows.reserveCapacity(live.count)
         for request in live where ids.insert(request.order.id).inserted { rows.append(request) }
         var values: [SQLValue] = []
-        values.reserveCapacity(rows.count * (orderTypes.count + eventTypes.count))
+        values.reserveCapacity(rows.count * (orderTypes.count + (committed ? eventTypes.count : 0)))
         for request in rows {
             values += OrderRow.values(request.order.pendingOrder)
-            values += OrderRow.createdEvent(request.order)
+            if committed { values += OrderRow.createdEvent(request.order) }
         }
-        var inserted = Set(try db.query(cachedStatement(rows: rows.count), values, { $0.text(0) }))
-        var signalled = false
+        var inserted = Set(try db.query(cachedStatement(rows: rows.count, events: committed), values, { $0.text(0) }))
+        if !committed {
+            // The inserted orders' events, in the statement's order, numbered at the transaction's end.
+            for request in rows where inserted.contains(request.order.id) { try db.appendEvent(OrderRow.createdEvent(request.order)) }
+        }
         for request in live {
             let completion = request.completion
             if inserted.remove(request.order.id) != nil {
-                answers.append(created(request, signal: !signalled))
-                signalled = true
+                answers.append(created(request))
                 continue
             }
             do throws(StorageError) {
@@ -107,8 +124,7 @@ enum BulkCreate {
                 if let row = try db.query(OrderRow.selectByID, [.text(request.order.id)], { OrderRow.decode($0) }).first,
                     row == request.order.pendingOrder
                 {
-                    answers.append(created(request, signal: !signalled))
-                    signalled = true
+                    answers.append(created(request))
                 } else if let key = request.order.idempotencyKey,
                     let found = try db.query(OrderRow.selectByKey, [.text(request.order.accountID), .text(key)], { OrderRow.decode($0) }).first
                 {
@@ -124,12 +140,9 @@ enum BulkCreate {
         }
     }
 
-    private static func created(_ request: Request, signal: Bool) -> @Sendable () -> Void {
+    private static func created(_ request: Request) -> @Sendable () -> Void {
         let stored = request.order.pendingOrder
-        let sequencer = request.sequencer, completion = request.completion
-        return {
-            if signal { sequencer.signal() }
-            completion(.success(.created(stored)))
-        }
+        let completion = request.completion
+        return { completion(.success(.created(stored))) }
     }
 }

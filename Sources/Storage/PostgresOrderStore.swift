@@ -11,7 +11,8 @@ import Synchronization
 /// alone, one round trip and one WAL flush for up to 64 CreateOrders. Every money rule
 /// is enforced by the database: primary keys, unique indexes, and `SELECT ... FOR UPDATE` on the
 /// order being completed. Serialization failures and deadlocks retry the batch a bounded number of
-/// times; a unique violation re-runs just that job, which then sees the winner's row.
+/// times; a unique violation re-runs just that job, which then sees the winner's row. The batch's events are
+/// inserted last, numbered in commit order from the feed counter (`FeedCursors`), so they are written once.
 public final class PostgresOrderStore: OrderStore {
     struct Job: Sendable {
         let body: @Sendable (PGConnection) throws(JobFailure) -> @Sendable () -> Void
@@ -24,7 +25,6 @@ public final class PostgresOrderStore: OrderStore {
     private let pool: Worker<Job>
     private let health: Health
     public let groups = GroupStats()
-    private let sequencer: EventSequencer
     private let feedListener: FeedListener
     private let listener = FeedNotifier()
 
@@ -50,7 +50,6 @@ public final class PostgresOrderStore: OrderStore {
                 stats.record(batch.count)
                 PostgresOrderStore.runBatch(batch, on: connections[index].value, health: health)
             }, onStop: { index in connections[index].value.close() })
-        sequencer = EventSequencer(url: url)
         let listener = self.listener
         feedListener = FeedListener(url: url) { listener.notify() }
         let prober = Thread {
@@ -77,11 +76,17 @@ public final class PostgresOrderStore: OrderStore {
     /// statement is the whole transaction (no BEGIN, no COMMIT: a single statement commits on its own,
     /// durably, before its result arrives). If the statement fails for any other reason than a lost
     /// connection or a retryable conflict, the batch runs again with each CreateOrder on its own.
+    /// Inside a transaction the jobs' events wait in `db.pendingEvents` (a job rolled back to its savepoint drops
+    /// its own) and are inserted, numbered, just before COMMIT.
     private static func runBatch(_ batch: [Job], on db: PGConnection, health: Health) {
         var lastError: StorageError?
         var reconnected = false
         var bulk = batch.contains { $0.create != nil }
         let onlyCreates = batch.allSatisfy { $0.create != nil }
+        defer {
+            db.buffersEvents = false
+            db.pendingEvents.removeAll(keepingCapacity: true)
+        }
         var attempt = 0
         while attempt < 4 {
             let together = bulk, alone = bulk && onlyCreates
@@ -90,6 +95,9 @@ public final class PostgresOrderStore: OrderStore {
                 // (never expected) is dropped rather than trusted.
                 if alone && db.isInTransaction { db.close() }
                 try db.ensureOpen()
+                // The statement alone numbers its own events; inside a transaction they wait for its end.
+                db.buffersEvents = !alone
+                db.pendingEvents.removeAll(keepingCapacity: true)
                 if !alone {
                     do throws(StorageError) {
                         try db.execute("BEGIN")
@@ -127,16 +135,19 @@ public final class PostgresOrderStore: OrderStore {
                 }
                 // Jobs that met a subscription lock held elsewhere wait for it in their own transaction (below).
                 var deferred: [Job] = []
-                db.sharesTransaction = batch.count > 1
-                defer { db.sharesTransaction = false }
-                for job in batch where !together || job.create == nil {
-                    if let answer = try runJob(job, on: db) {
-                        answers.append(answer)
-                    } else {
-                        deferred.append(job)
+                if !alone {
+                    db.sharesTransaction = batch.count > 1
+                    defer { db.sharesTransaction = false }
+                    for job in batch where !together || job.create == nil {
+                        if let answer = try runJob(job, on: db) {
+                            answers.append(answer)
+                        } else {
+                            deferred.append(job)
+                        }
                     }
+                    try db.insertPendingEvents()
+                    try db.commit()
                 }
-                if !alone { try db.commit() }
                 health.reachable.store(true, ordering: .relaxed)
                 for answer in answers { answer() }
                 for job in deferred { runBatch([job], on: db, health: health) }
@@ -173,22 +184,26 @@ public final class PostgresOrderStore: OrderStore {
     private static func runJob(_ job: Job, on db: PGConnection) throws(StorageError) -> (@Sendable () -> Void)? {
         for attempt in 0..<2 {
             try db.execute("SAVEPOINT job")
+            // The job's events, appended from here, go with its savepoint if it is rolled back.
+            let events = db.pendingEvents.count
             let answer: @Sendable () -> Void
             do throws(JobFailure) {
                 answer = try job.body(db)
             } catch {
                 switch error {
                 case .answered(let e):
+                    db.pendingEvents.removeSubrange(events...)
                     try db.execute("ROLLBACK TO SAVEPOINT job")
                     try db.execute("RELEASE SAVEPOINT job")
                     return { job.fail(e) }
                 case .storage(let e):
+                    if e.isConnectionLost || e.isRetryable { throw e }
+                    db.pendingEvents.removeSubrange(events...)
                     if e == .lockBusy {
                         try db.execute("ROLLBACK TO SAVEPOINT job")
                         try db.execute("RELEASE SAVEPOINT job")
                         return nil
                     }
-                    if e.isConnectionLost || e.isRetryable { throw e }
                     try db.execute("ROLLBACK TO SAVEPOINT job")
                     try db.execute("RELEASE SAVEPOINT job")
                     if e.sqlState == .uniqueViolation && attempt == 0 { continue }
@@ -212,7 +227,6 @@ public final class PostgresOrderStore: OrderStore {
         _ order: NewOrder, abandoned: @escaping @Sendable () -> Bool,
         completion: @escaping @Sendable (Result<CreateOutcome, BillingError>) -> Void
     ) {
-        let sequencer = self.sequencer
         submit(
             Job(
                 body: { db throws(JobFailure) in
@@ -224,17 +238,14 @@ public final class PostgresOrderStore: OrderStore {
                         }
                         if abandoned() { return { completion(.failure(.abandoned)) } }
                         try db.update(OrderRow.insert, OrderRow.values(order.pendingOrder))
-                        try db.update(SQLLedger<PGConnection>.insertEvent, OrderRow.createdEvent(order))
+                        try db.appendEvent(OrderRow.createdEvent(order))
                     } catch {
                         throw .storage(error)
                     }
                     let stored = order.pendingOrder
-                    return {
-                        sequencer.signal()
-                        completion(.success(.created(stored)))
-                    }
+                    return { completion(.success(.created(stored))) }
                 }, fail: { completion(.failure($0)) },
-                create: BulkCreate.Request(order: order, abandoned: abandoned, sequencer: sequencer, completion: completion)))
+                create: BulkCreate.Request(order: order, abandoned: abandoned, completion: completion)))
     }
 
     public func order(id: String, completion: @escaping @Sendable (Result<Order?, BillingError>) -> Void) {
@@ -255,7 +266,6 @@ public final class PostgresOrderStore: OrderStore {
         _ body: @escaping @Sendable (any PurchaseLedger) throws(BillingError) -> T,
         completion: @escaping @Sendable (Result<T, BillingError>) -> Void
     ) {
-        let sequencer = self.sequencer
         submit(
             Job(
                 body: { db throws(JobFailure) in
@@ -267,11 +277,7 @@ public final class PostgresOrderStore: OrderStore {
                     } catch {
                         throw JobFailure(error)
                     }
-                    let appended = log.events
-                    return {
-                        if appended > 0 { sequencer.signal() }
-                        completion(.success(value))
-                    }
+                    return { completion(.success(value)) }
                 }, fail: { completion(.failure($0)) }))
     }
 
@@ -295,20 +301,6 @@ public final class PostgresOrderStore: OrderStore {
                 }, fail: { completion(.failure($0)) }))
     }
 
-    /// Numbers what has committed first, so a reader sees its own writes in the feed at once.
-    public func events(
-        after cursor: UInt64, limit: Int, accountID: String?,
-        completion: @escaping @Sendable (Result<[EventRecord], BillingError>) -> Void
-    ) {
-        let sequencer = self.sequencer
-        read(
-            { ledger throws(BillingError) in
-                // On a pool thread, never the caller's (an event loop).
-                sequencer.flush()
-                return try ledger.events(after: cursor, limit: limit, accountID: accountID)
-            }, completion: completion)
-    }
-
     public func setEventListener(_ listener: @escaping @Sendable () -> Void) {
         self.listener.set(listener)
     }
@@ -320,8 +312,6 @@ public final class PostgresOrderStore: OrderStore {
     public func close() {
         health.stopped.store(true, ordering: .relaxed)
         pool.stop()
-        sequencer.signal()
-        sequencer.stop()
         feedListener.stop()
     }
 }

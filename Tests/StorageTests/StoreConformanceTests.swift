@@ -224,7 +224,7 @@ struct SQLiteTests {
         let store = try SQLiteOrderStore(path: path)
         store.close()
         let out = try sqliteCLI(path, "PRAGMA journal_mode; PRAGMA user_version;")
-        #expect(out == "wal\n8\n")
+        #expect(out == "wal\n10\n")
     }
 
     @Test("concurrent writes share commits (group commit)")
