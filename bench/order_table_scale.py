@@ -115,7 +115,7 @@ def main():
     ap.add_argument("--client-cpu", type=int, default=0)
     ap.add_argument("--log-level", default="info", help="billingd's --log-level (info: one log line per call, as deployed)")
     ap.add_argument("--postgres", default=os.environ.get("BILLING_TEST_POSTGRES"), help="server URL (a database is created)")
-    ap.add_argument("--billingd", default=args.billingd, help="the billingd binary")
+    ap.add_argument("--billingd", default=os.path.join(ROOT, ".build/release/billingd"), help="the billingd binary")
     args = ap.parse_args()
 
     work = tempfile.mkdtemp(prefix="billingd-scale-", dir=os.environ.get("BENCH_DIR", "/var/tmp"))
