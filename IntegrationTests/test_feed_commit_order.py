@@ -39,8 +39,8 @@ def test_feed_in_commit_order_across_two_replicas_under_concurrent_writers():
                 k = rng.randrange(2)
                 order = stubs[k].CreateOrder(pb.CreateOrderRequest(account_id=f"feed-{w}-{i}", product_id="p"), timeout=30).order
                 mine.append(order.order_id)
-                # Reads queued beside the creates: batches that carry other jobs than CreateOrders take the
-                # transaction path (orders now, events numbered at the end) instead of the single statement.
+                # Reads beside the creates, through the other replica: the pool runs them on other connections
+                # while CreateOrders gather in batches.
                 if mine and rng.random() < 0.5:
                     stubs[1 - k].GetOrder(pb.GetOrderRequest(order_id=rng.choice(mine)), timeout=30)
         except Exception as e:  # noqa: BLE001 - reported below

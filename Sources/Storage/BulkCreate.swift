@@ -1,14 +1,12 @@
 import Billing
 import Synchronization
 
-/// The CreateOrders of one PostgreSQL batch, written by one statement.
+/// The CreateOrders of one PostgreSQL batch, written by one statement that is the whole transaction.
 ///
-/// One `INSERT ... ON CONFLICT DO NOTHING` of every new order, and the ORDER_CREATED event of each
-/// order it did insert, so an order never exists without its event and no event is written for an
-/// order that was not. When the statement is the whole transaction, the events are in it too, numbered
-/// from the feed counter taken after the orders are in (`FeedCursors`): one round trip. Inside a larger
-/// transaction the statement inserts the orders only, and their events wait with the transaction's
-/// others for its end (`PGConnection.pendingEvents`). An order it did not insert lost to an order
+/// One `INSERT ... ON CONFLICT DO NOTHING` of every new order, and in the same statement the
+/// ORDER_CREATED event of each order it did insert, numbered from the feed counter taken once the
+/// orders are in (`FeedCursors`), so an order never exists without its event and no event is written
+/// for an order that was not. An order it did not insert lost to an order
 /// with the same idempotency key (committed by another replica, or earlier in this same batch): it
 /// is answered with that order, read back by key, exactly as when the key is found first on its own.
 /// Rows go in (account, key) order, so two batches sharing keys lock them in the same order.
@@ -27,12 +25,11 @@ enum BulkCreate {
     static let eventTypes = FeedCursors.types
     static let eventColumns = FeedCursors.columns
 
-    /// The statement for `rows` orders (prepared once per size and connection). `events`: the orders' events
-    /// are inserted too, numbered from the feed counter; the statement must then be the whole transaction, so
-    /// that the counter's row is held only from there to its COMMIT.
-    static func statement(rows: Int, events: Bool) -> String {
+    /// The statement for `rows` orders (prepared once per size and connection). It must be the whole transaction,
+    /// so that the feed counter's row is held only from its events to its COMMIT.
+    static func statement(rows: Int) -> String {
         precondition(rows >= 1)
-        let types = orderTypes + (events ? eventTypes : [])
+        let types = orderTypes + eventTypes
         let width = types.count
         var values: [String] = []
         values.reserveCapacity(rows)
@@ -42,16 +39,12 @@ enum BulkCreate {
         }
         let o = (0..<orderTypes.count).map { "o\($0)" }.joined(separator: ", ")
         let e = (0..<eventTypes.count).map { "i.e\($0)" }.joined(separator: ", ")
-        let inputColumns = (0..<orderTypes.count).map { "o\($0)" } + (events ? (0..<eventTypes.count).map { "e\($0)" } : []) + ["ord"]
-        let orders = """
-            WITH input (\(inputColumns.joined(separator: ", "))) AS (VALUES \(values.joined(separator: ", "))),
-            inserted AS (INSERT INTO orders (\(OrderRow.columns)) SELECT \(o) FROM input ORDER BY o1, o5, ord ON CONFLICT DO NOTHING RETURNING order_id)
-            """
-        guard events else { return orders + "\nSELECT order_id FROM inserted" }
+        let inputColumns = (0..<orderTypes.count).map { "o\($0)" } + (0..<eventTypes.count).map { "e\($0)" } + ["ord"]
         // `fresh` needs every row of `inserted`, so the counter is taken once all the orders are in; the NOTIFY (sent
         // at COMMIT) only when there are events.
-        return orders + """
-            ,
+        return """
+            WITH input (\(inputColumns.joined(separator: ", "))) AS (VALUES \(values.joined(separator: ", "))),
+            inserted AS (INSERT INTO orders (\(OrderRow.columns)) SELECT \(o) FROM input ORDER BY o1, o5, ord ON CONFLICT DO NOTHING RETURNING order_id),
             fresh AS (SELECT i.*, row_number() OVER (ORDER BY i.ord) AS n, count(*) OVER () AS k
                       FROM input i JOIN inserted ON inserted.order_id = i.o0),
             counter AS (UPDATE feed_counter SET last = last + (SELECT count(*) FROM fresh) WHERE EXISTS (SELECT 1 FROM fresh)
@@ -63,27 +56,21 @@ enum BulkCreate {
 
     private static let statements = Mutex<[Int: String]>([:])
 
-    static func cachedStatement(rows: Int, events: Bool) -> String {
+    static func cachedStatement(rows: Int) -> String {
         statements.withLock { cache in
-            let key = events ? rows : -rows
-            if let known = cache[key] { return known }
-            let made = statement(rows: rows, events: events)
-            cache[key] = made
+            if let known = cache[rows] { return known }
+            let made = statement(rows: rows)
+            cache[rows] = made
             return made
         }
     }
 
-    /// Writes `requests` (those whose caller has not gone) and appends one answer per request, to be
-    /// given after the surrounding transaction commits.
+    /// Writes `requests` (those whose caller has not gone) and appends one answer per request.
     ///
-    /// `committed`: the statement is the whole transaction (no BEGIN), so once it returns its orders are
-    /// durable and must be answered `.created` whatever happens next. The reads that follow (for requests
-    /// it did not insert) then fail alone: such a request is answered UNAVAILABLE by itself, nothing having
-    /// been written for it. Inside a transaction (`committed` false) a failed read aborts the transaction, so
-    /// it is thrown and the whole batch is retried or run one order at a time; nothing of it is answered.
-    static func run(
-        _ requests: [Request], on db: PGConnection, committed: Bool, into answers: inout [@Sendable () -> Void]
-    ) throws(StorageError) {
+    /// The statement is the whole transaction (no BEGIN), so once it returns its orders are durable and must
+    /// be answered `.created` whatever happens next. The reads that follow (for requests it did not insert)
+    /// then fail alone: such a request is answered UNAVAILABLE by itself, nothing having been written for it.
+    static func run(_ requests: [Request], on db: PGConnection, into answers: inout [@Sendable () -> Void]) throws(StorageError) {
         var live: [Request] = []
         live.reserveCapacity(requests.count)
         var ids = Set<String>()
@@ -102,16 +89,12 @@ enum BulkCreate {
         rows.reserveCapacity(live.count)
         for request in live where ids.insert(request.order.id).inserted { rows.append(request) }
         var values: [SQLValue] = []
-        values.reserveCapacity(rows.count * (orderTypes.count + (committed ? eventTypes.count : 0)))
+        values.reserveCapacity(rows.count * (orderTypes.count + eventTypes.count))
         for request in rows {
             values += OrderRow.values(request.order.pendingOrder)
-            if committed { values += OrderRow.createdEvent(request.order) }
+            values += OrderRow.createdEvent(request.order)
         }
-        var inserted = Set(try db.query(cachedStatement(rows: rows.count, events: committed), values, { $0.text(0) }))
-        if !committed {
-            // The inserted orders' events, in the statement's order, numbered at the transaction's end.
-            for request in rows where inserted.contains(request.order.id) { try db.appendEvent(OrderRow.createdEvent(request.order)) }
-        }
+        var inserted = Set(try db.query(cachedStatement(rows: rows.count), values, { $0.text(0) }))
         for request in live {
             let completion = request.completion
             if inserted.remove(request.order.id) != nil {
@@ -134,7 +117,6 @@ enum BulkCreate {
                     answers.append { completion(.failure(.storage(.orderIDTaken(orderID: id)))) }
                 }
             } catch {
-                guard committed else { throw error }
                 answers.append { completion(.failure(.storage(error))) }
             }
         }

@@ -6,9 +6,9 @@ import Synchronization
 ///
 /// A bounded pool of connections, each owned by its own thread. Every thread takes the jobs queued
 /// while it was busy as one batch: one transaction, a savepoint per job, one COMMIT, so concurrent
-/// calls share round trips and WAL flushes while `synchronous_commit` stays on. The batch's new orders
-/// are written together by one statement (`BulkCreate`); a batch of nothing else is that statement
-/// alone, one round trip and one WAL flush for up to 64 CreateOrders. Every money rule
+/// calls share round trips and WAL flushes while `synchronous_commit` stays on. CreateOrders are batched
+/// apart from other jobs, and a batch of them is written by one statement (`BulkCreate`), one round trip
+/// and one WAL flush for up to 64 CreateOrders. Every money rule
 /// is enforced by the database: primary keys, unique indexes, and `SELECT ... FOR UPDATE` on the
 /// order being completed. Serialization failures and deadlocks retry the batch a bounded number of
 /// times; a unique violation re-runs just that job, which then sees the winner's row. The batch's events are
@@ -44,8 +44,14 @@ public final class PostgresOrderStore: OrderStore {
         let health = Health()
         self.health = health
         let stats = groups
+        // Every commit that writes events holds the feed counter's row to its end (`FeedCursors`), so those commits
+        // follow one another and each waits for its own WAL flush: orders per second are CreateOrders per commit
+        // times commits per second. CreateOrders are taken by two threads at most (one in a pool of two), so while
+        // one commits they gather for the other in batches of up to 64, instead of spreading over every connection
+        // in small batches that would each wait for a flush of their own. Other jobs use every thread.
         pool = Worker(
             name: "postgres", threads: connections.count, maxBatch: 64, maxQueued: maxQueued,
+            gathered: { $0.create != nil }, gatheredThreads: connections.count >= 3 ? 2 : 1,
             process: { index, batch in
                 stats.record(batch.count)
                 PostgresOrderStore.runBatch(batch, on: connections[index].value, health: health)
@@ -72,31 +78,30 @@ public final class PostgresOrderStore: OrderStore {
 
     /// One batch in one transaction; retried whole on serialization failures and deadlocks.
     ///
-    /// The batch's CreateOrders go first, as one `BulkCreate` statement; when every job is one, that
-    /// statement is the whole transaction (no BEGIN, no COMMIT: a single statement commits on its own,
-    /// durably, before its result arrives). If the statement fails for any other reason than a lost
-    /// connection or a retryable conflict, the batch runs again with each CreateOrder on its own.
-    /// Inside a transaction the jobs' events wait in `db.pendingEvents` (a job rolled back to its savepoint drops
-    /// its own) and are inserted, numbered, just before COMMIT.
+    /// A batch of CreateOrders (the pool never mixes them with other jobs) is one `BulkCreate` statement, the
+    /// whole transaction (no BEGIN, no COMMIT: a single statement commits on its own, durably, before its result
+    /// arrives). If the statement fails for any other reason than a lost connection or a retryable conflict,
+    /// the batch runs again with each CreateOrder on its own, in one transaction. Inside a transaction the jobs'
+    /// events wait in `db.pendingEvents` (a job rolled back to its savepoint drops its own) and are inserted,
+    /// numbered, just before COMMIT.
     private static func runBatch(_ batch: [Job], on db: PGConnection, health: Health) {
         var lastError: StorageError?
         var reconnected = false
-        var bulk = batch.contains { $0.create != nil }
-        let onlyCreates = batch.allSatisfy { $0.create != nil }
+        var bulk = batch.allSatisfy { $0.create != nil }
         defer {
             db.buffersEvents = false
             db.pendingEvents.removeAll(keepingCapacity: true)
         }
         var attempt = 0
         while attempt < 4 {
-            let together = bulk, alone = bulk && onlyCreates
+            let alone = bulk
             do throws(StorageError) {
                 // The statement alone commits by itself only outside a transaction; a connection left inside one
                 // (never expected) is dropped rather than trusted.
                 if alone && db.isInTransaction { db.close() }
                 try db.ensureOpen()
-                // The statement alone numbers its own events; inside a transaction they wait for its end.
-                db.buffersEvents = !alone
+                // A job's events wait for the end of the transaction (the bulk statement numbers its own).
+                db.buffersEvents = true
                 db.pendingEvents.removeAll(keepingCapacity: true)
                 if !alone {
                     do throws(StorageError) {
@@ -113,11 +118,11 @@ public final class PostgresOrderStore: OrderStore {
                 }
                 var answers: [@Sendable () -> Void] = []
                 answers.reserveCapacity(batch.count)
-                if together {
+                if alone {
                     do throws(StorageError) {
-                        try BulkCreate.run(batch.compactMap(\.create), on: db, committed: alone, into: &answers)
+                        try BulkCreate.run(batch.compactMap(\.create), on: db, into: &answers)
                     } catch {
-                        if alone && error.isConnectionLost && !reconnected {
+                        if error.isConnectionLost && !reconnected {
                             // The statement may or may not have committed before the connection went: send it once
                             // more on a new connection. Nothing is written twice (order ids and keys are unique),
                             // and an order the first try did write is found by its id and answered created.
@@ -126,7 +131,6 @@ public final class PostgresOrderStore: OrderStore {
                             continue
                         }
                         guard error.isConnectionLost || error.isRetryable else {
-                            if !alone { _ = try? db.execute("ROLLBACK") }
                             bulk = false
                             continue
                         }
@@ -138,7 +142,7 @@ public final class PostgresOrderStore: OrderStore {
                 if !alone {
                     db.sharesTransaction = batch.count > 1
                     defer { db.sharesTransaction = false }
-                    for job in batch where !together || job.create == nil {
+                    for job in batch {
                         if let answer = try runJob(job, on: db) {
                             answers.append(answer)
                         } else {
