@@ -4,8 +4,9 @@ one-insert-per-commit ceiling of the same disk.
 
 usage: bench/order_table_scale.py [--store sqlite|postgres] [--rows 1000000] [--band 100000]
                                   [--connections 16] [--streams 16] [--server-cpu 1] [--client-cpu 0]
+                                  [--billingd PATH]
 
-billingd (release build, --threads 1) is pinned to --server-cpu; h2load (nghttp2-client) is pinned to
+billingd (release build, --threads 1; --billingd names another binary, e.g. a build of an earlier commit) is pinned to --server-cpu; h2load (nghttp2-client) is pinned to
 --client-cpu and sends CreateOrder in bands of --band calls (h2load -n BAND -c CONNECTIONS -m STREAMS).
 Per band: calls/s, server CPU microseconds per call (from /proc/PID/stat), and non-2xx answers.
 The ceiling: SQLite WAL synchronous=FULL, one INSERT of an order row per COMMIT, measured on a fresh
@@ -114,6 +115,7 @@ def main():
     ap.add_argument("--client-cpu", type=int, default=0)
     ap.add_argument("--log-level", default="info", help="billingd's --log-level (info: one log line per call, as deployed)")
     ap.add_argument("--postgres", default=os.environ.get("BILLING_TEST_POSTGRES"), help="server URL (a database is created)")
+    ap.add_argument("--billingd", default=os.path.join(ROOT, ".build/release/billingd"), help="the billingd binary")
     args = ap.parse_args()
 
     work = tempfile.mkdtemp(prefix="billingd-scale-", dir=os.environ.get("BENCH_DIR", "/var/tmp"))
@@ -130,7 +132,7 @@ def main():
         database = args.postgres.rsplit("/", 1)[0] + "/" + name
 
     port = free_port()
-    server = subprocess.Popen(["taskset", "-c", str(args.server_cpu), os.path.join(ROOT, ".build/release/billingd"),
+    server = subprocess.Popen(["taskset", "-c", str(args.server_cpu), args.billingd,
                                "--listen", f"127.0.0.1:{port}", "--threads", "1", "--log-level", args.log_level,
                                "--database", database], stdout=subprocess.DEVNULL,
                               stderr=subprocess.STDOUT)

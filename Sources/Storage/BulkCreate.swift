@@ -1,11 +1,12 @@
 import Billing
 import Synchronization
 
-/// The CreateOrders of one PostgreSQL batch, written by one statement.
+/// The CreateOrders of one PostgreSQL batch, written by one statement that is the whole transaction.
 ///
 /// One `INSERT ... ON CONFLICT DO NOTHING` of every new order, and in the same statement the
-/// ORDER_CREATED event of each order it did insert, so an order never exists without its event
-/// and no event is written for an order that was not. An order it did not insert lost to an order
+/// ORDER_CREATED event of each order it did insert, numbered from the feed counter taken once the
+/// orders are in (`FeedCursors`), so an order never exists without its event and no event is written
+/// for an order that was not. An order it did not insert lost to an order
 /// with the same idempotency key (committed by another replica, or earlier in this same batch): it
 /// is answered with that order, read back by key, exactly as when the key is found first on its own.
 /// Rows go in (account, key) order, so two batches sharing keys lock them in the same order.
@@ -16,20 +17,20 @@ enum BulkCreate {
     struct Request: Sendable {
         let order: NewOrder
         let abandoned: @Sendable () -> Bool
-        let sequencer: EventSequencer
         let completion: @Sendable (Result<CreateOutcome, BillingError>) -> Void
     }
 
     /// Order columns as `OrderRow.values` gives them, then event columns as `SQLLedger.values`, with their types.
     static let orderTypes = ["text", "text", "text", "integer", "integer", "text", "bigint", "bigint", "text", "integer"]
-    static let eventTypes = ["integer", "bigint", "text", "text", "text", "text", "text", "text"]
-    static let eventColumns = "event_type, time_ms, account_id, cause, notification_uuid, transaction_id, order_snapshot, entitlement_snapshot"
+    static let eventTypes = FeedCursors.types
+    static let eventColumns = FeedCursors.columns
 
-    /// The statement for `rows` orders (prepared once per size and connection).
+    /// The statement for `rows` orders (prepared once per size and connection). It must be the whole transaction,
+    /// so that the feed counter's row is held only from its events to its COMMIT.
     static func statement(rows: Int) -> String {
         precondition(rows >= 1)
-        let width = orderTypes.count + eventTypes.count
         let types = orderTypes + eventTypes
+        let width = types.count
         var values: [String] = []
         values.reserveCapacity(rows)
         for row in 0..<rows {
@@ -39,10 +40,16 @@ enum BulkCreate {
         let o = (0..<orderTypes.count).map { "o\($0)" }.joined(separator: ", ")
         let e = (0..<eventTypes.count).map { "i.e\($0)" }.joined(separator: ", ")
         let inputColumns = (0..<orderTypes.count).map { "o\($0)" } + (0..<eventTypes.count).map { "e\($0)" } + ["ord"]
+        // `fresh` needs every row of `inserted`, so the counter is taken once all the orders are in; the NOTIFY (sent
+        // at COMMIT) only when there are events.
         return """
             WITH input (\(inputColumns.joined(separator: ", "))) AS (VALUES \(values.joined(separator: ", "))),
             inserted AS (INSERT INTO orders (\(OrderRow.columns)) SELECT \(o) FROM input ORDER BY o1, o5, ord ON CONFLICT DO NOTHING RETURNING order_id),
-            created AS (INSERT INTO events (\(eventColumns)) SELECT \(e) FROM input i JOIN inserted ON inserted.order_id = i.o0 ORDER BY i.ord)
+            fresh AS (SELECT i.*, row_number() OVER (ORDER BY i.ord) AS n, count(*) OVER () AS k
+                      FROM input i JOIN inserted ON inserted.order_id = i.o0),
+            counter AS (UPDATE feed_counter SET last = last + (SELECT count(*) FROM fresh) WHERE EXISTS (SELECT 1 FROM fresh)
+                        RETURNING last, pg_notify('\(FeedCursors.channel)', '')::text),
+            created AS (INSERT INTO events (feed_cursor, \(eventColumns)) SELECT counter.last - i.k + i.n, \(e) FROM fresh i, counter)
             SELECT order_id FROM inserted
             """
     }
@@ -58,17 +65,12 @@ enum BulkCreate {
         }
     }
 
-    /// Writes `requests` (those whose caller has not gone) and appends one answer per request, to be
-    /// given after the surrounding transaction commits.
+    /// Writes `requests` (those whose caller has not gone) and appends one answer per request.
     ///
-    /// `committed`: the statement is the whole transaction (no BEGIN), so once it returns its orders are
-    /// durable and must be answered `.created` whatever happens next. The reads that follow (for requests
-    /// it did not insert) then fail alone: such a request is answered UNAVAILABLE by itself, nothing having
-    /// been written for it. Inside a transaction (`committed` false) a failed read aborts the transaction, so
-    /// it is thrown and the whole batch is retried or run one order at a time; nothing of it is answered.
-    static func run(
-        _ requests: [Request], on db: PGConnection, committed: Bool, into answers: inout [@Sendable () -> Void]
-    ) throws(StorageError) {
+    /// The statement is the whole transaction (no BEGIN), so once it returns its orders are durable and must
+    /// be answered `.created` whatever happens next. The reads that follow (for requests it did not insert)
+    /// then fail alone: such a request is answered UNAVAILABLE by itself, nothing having been written for it.
+    static func run(_ requests: [Request], on db: PGConnection, into answers: inout [@Sendable () -> Void]) throws(StorageError) {
         var live: [Request] = []
         live.reserveCapacity(requests.count)
         var ids = Set<String>()
@@ -93,12 +95,10 @@ enum BulkCreate {
             values += OrderRow.createdEvent(request.order)
         }
         var inserted = Set(try db.query(cachedStatement(rows: rows.count), values, { $0.text(0) }))
-        var signalled = false
         for request in live {
             let completion = request.completion
             if inserted.remove(request.order.id) != nil {
-                answers.append(created(request, signal: !signalled))
-                signalled = true
+                answers.append(created(request))
                 continue
             }
             do throws(StorageError) {
@@ -107,8 +107,7 @@ enum BulkCreate {
                 if let row = try db.query(OrderRow.selectByID, [.text(request.order.id)], { OrderRow.decode($0) }).first,
                     row == request.order.pendingOrder
                 {
-                    answers.append(created(request, signal: !signalled))
-                    signalled = true
+                    answers.append(created(request))
                 } else if let key = request.order.idempotencyKey,
                     let found = try db.query(OrderRow.selectByKey, [.text(request.order.accountID), .text(key)], { OrderRow.decode($0) }).first
                 {
@@ -118,18 +117,14 @@ enum BulkCreate {
                     answers.append { completion(.failure(.storage(.orderIDTaken(orderID: id)))) }
                 }
             } catch {
-                guard committed else { throw error }
                 answers.append { completion(.failure(.storage(error))) }
             }
         }
     }
 
-    private static func created(_ request: Request, signal: Bool) -> @Sendable () -> Void {
+    private static func created(_ request: Request) -> @Sendable () -> Void {
         let stored = request.order.pendingOrder
-        let sequencer = request.sequencer, completion = request.completion
-        return {
-            if signal { sequencer.signal() }
-            completion(.success(.created(stored)))
-        }
+        let completion = request.completion
+        return { completion(.success(.created(stored))) }
     }
 }

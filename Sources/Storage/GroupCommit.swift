@@ -25,9 +25,15 @@ enum Submission: Sendable {
 ///
 /// The queue is bounded: a caller that gave up (deadline) leaves its job queued, so without a bound
 /// a slow database would let waiting work grow without end.
+///
+/// Jobs of one kind (`gathered`: PostgreSQL's CreateOrders) can be taken by at most `gatheredThreads` threads
+/// at once, in batches of that kind only: while those threads are busy, such jobs wait together for the next
+/// batch instead of spreading over every thread in small ones; the other threads take the other jobs.
 final class Worker<Job: Sendable>: Sendable {
     private struct State {
         var jobs: [Job] = []
+        var gatheredJobs: [Job] = []
+        var gatheredRunning = 0
         var sleepers = 0
         var stopped = false
         var running = 0
@@ -38,16 +44,21 @@ final class Worker<Job: Sendable>: Sendable {
     let maxBatch: Int
     let maxQueued: Int
     let threads: Int
+    private let gathered: @Sendable (Job) -> Bool
+    private let gatheredThreads: Int
 
     /// Starts `threads` threads; `process(thread, batch)` gets up to `maxBatch` jobs in arrival order.
     /// At most `maxQueued` jobs wait; more are refused.
     init(
-        name: String, threads: Int = 1, maxBatch: Int, maxQueued: Int = .max, process: @escaping @Sendable (Int, [Job]) -> Void,
-        onStop: @escaping @Sendable (Int) -> Void = { _ in }
+        name: String, threads: Int = 1, maxBatch: Int, maxQueued: Int = .max,
+        gathered: @escaping @Sendable (Job) -> Bool = { _ in false }, gatheredThreads: Int = .max,
+        process: @escaping @Sendable (Int, [Job]) -> Void, onStop: @escaping @Sendable (Int) -> Void = { _ in }
     ) {
         self.maxBatch = maxBatch
         self.maxQueued = max(1, maxQueued)
         self.threads = max(1, threads)
+        self.gathered = gathered
+        self.gatheredThreads = max(1, gatheredThreads)
         state.withLock { $0.running = self.threads }
         for index in 0..<self.threads {
             let thread = Thread { [self] in
@@ -73,10 +84,17 @@ final class Worker<Job: Sendable>: Sendable {
 
     /// Queues a job, unless the queue is full or the worker stopped.
     func submit(_ job: Job) -> Submission {
+        let kind = gathered(job)
         let (accepted, wakeUp) = state.withLock { s -> (Submission, Bool) in
             if s.stopped { return (.stopped, false) }
-            if s.jobs.count >= maxQueued { return (.full, false) }
-            s.jobs.append(job)
+            if s.jobs.count + s.gatheredJobs.count >= maxQueued { return (.full, false) }
+            if kind {
+                s.gatheredJobs.append(job)
+                // No thread may take it before one of those taking its kind is done (which wakes a sleeper then).
+                if s.gatheredRunning >= gatheredThreads { return (.queued, false) }
+            } else {
+                s.jobs.append(job)
+            }
             guard s.sleepers > 0 else { return (.queued, false) }
             s.sleepers -= 1
             return (.queued, true)
@@ -86,7 +104,7 @@ final class Worker<Job: Sendable>: Sendable {
     }
 
     /// Jobs waiting (not yet taken by a thread).
-    var queued: Int { state.withLock { $0.jobs.count } }
+    var queued: Int { state.withLock { $0.jobs.count + $0.gatheredJobs.count } }
 
     /// Runs what is queued, then ends the threads; blocks until they have.
     func stop() {
@@ -103,24 +121,53 @@ final class Worker<Job: Sendable>: Sendable {
     }
 
     private func run(_ index: Int, _ process: (Int, [Job]) -> Void) {
+        var lastGathered = false
         while true {
-            let (batch, done) = state.withLock { s -> ([Job], Bool) in
+            let (batch, done, ofGathered) = state.withLock { s -> ([Job], Bool, Bool) in
+                // After a batch of gathered jobs a thread takes the other jobs first, if any wait: a pool of one
+                // thread under a stream of CreateOrders still runs everything else.
+                if !s.gatheredJobs.isEmpty && s.gatheredRunning < gatheredThreads && !(lastGathered && !s.jobs.isEmpty) {
+                    let n = min(s.gatheredJobs.count, maxBatch)
+                    let b = Array(s.gatheredJobs.prefix(n))
+                    s.gatheredJobs.removeFirst(n)
+                    s.gatheredRunning += 1
+                    return (b, false, true)
+                }
                 if s.jobs.isEmpty {
-                    if s.stopped { return ([], true) }
+                    // Gathered jobs still queued are taken by a thread that finishes a batch of them.
+                    if s.stopped && s.gatheredJobs.isEmpty { return ([], true, false) }
                     s.sleepers += 1
-                    return ([], false)
+                    return ([], false, false)
                 }
                 let n = min(s.jobs.count, maxBatch)
                 let b = Array(s.jobs.prefix(n))
                 s.jobs.removeFirst(n)
-                return (b, false)
+                return (b, false, false)
             }
             if done { break }
             if batch.isEmpty {
+                lastGathered = false
                 wake.wait()
                 continue
             }
+            lastGathered = ofGathered
             process(index, batch)
+            if ofGathered {
+                // Gathered jobs that queued meanwhile: this thread takes them next (unless other jobs wait, then a
+                // sleeper is woken for them). After a stop, the sleepers left with nothing to do are woken to end.
+                let sleepers = state.withLock { s -> Int in
+                    s.gatheredRunning -= 1
+                    if s.stopped && s.gatheredJobs.isEmpty && s.gatheredRunning == 0 {
+                        let n = s.sleepers
+                        s.sleepers = 0
+                        return n
+                    }
+                    guard !s.gatheredJobs.isEmpty && !s.jobs.isEmpty && s.sleepers > 0 else { return 0 }
+                    s.sleepers -= 1
+                    return 1
+                }
+                for _ in 0..<sleepers { wake.signal() }
+            }
         }
         // Another thread may still be asleep while jobs are gone: nothing to do, stop() signals it.
     }

@@ -8,6 +8,11 @@ final class PGConnection {
     let url: String
     /// Set by the batch runner while the open transaction carries more than one job (`SQLExecutor`).
     var sharesTransaction = false
+    /// Set by the batch runner inside its transaction: events are kept in `pendingEvents` and inserted, numbered,
+    /// just before COMMIT (`FeedCursors`). Otherwise an event is numbered as it is inserted.
+    var buffersEvents = false
+    /// The open transaction's events, in the order they were appended (each `SQLLedger.values`).
+    var pendingEvents: [[SQLValue]] = []
 
     init(url: String) {
         self.url = url
@@ -19,6 +24,7 @@ final class PGConnection {
         if let conn { PQfinish(conn) }
         conn = nil
         prepared.removeAll()
+        pendingEvents.removeAll()
     }
 
     /// The libpq handle, for the LISTEN loop.

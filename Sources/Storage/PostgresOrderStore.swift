@@ -6,12 +6,13 @@ import Synchronization
 ///
 /// A bounded pool of connections, each owned by its own thread. Every thread takes the jobs queued
 /// while it was busy as one batch: one transaction, a savepoint per job, one COMMIT, so concurrent
-/// calls share round trips and WAL flushes while `synchronous_commit` stays on. The batch's new orders
-/// are written together by one statement (`BulkCreate`); a batch of nothing else is that statement
-/// alone, one round trip and one WAL flush for up to 64 CreateOrders. Every money rule
+/// calls share round trips and WAL flushes while `synchronous_commit` stays on. CreateOrders are batched
+/// apart from other jobs, and a batch of them is written by one statement (`BulkCreate`), one round trip
+/// and one WAL flush for up to 64 CreateOrders. Every money rule
 /// is enforced by the database: primary keys, unique indexes, and `SELECT ... FOR UPDATE` on the
 /// order being completed. Serialization failures and deadlocks retry the batch a bounded number of
-/// times; a unique violation re-runs just that job, which then sees the winner's row.
+/// times; a unique violation re-runs just that job, which then sees the winner's row. The batch's events are
+/// inserted last, numbered in commit order from the feed counter (`FeedCursors`), so they are written once.
 public final class PostgresOrderStore: OrderStore {
     struct Job: Sendable {
         let body: @Sendable (PGConnection) throws(JobFailure) -> @Sendable () -> Void
@@ -24,7 +25,6 @@ public final class PostgresOrderStore: OrderStore {
     private let pool: Worker<Job>
     private let health: Health
     public let groups = GroupStats()
-    private let sequencer: EventSequencer
     private let feedListener: FeedListener
     private let listener = FeedNotifier()
 
@@ -44,13 +44,18 @@ public final class PostgresOrderStore: OrderStore {
         let health = Health()
         self.health = health
         let stats = groups
+        // Every commit that writes events holds the feed counter's row to its end (`FeedCursors`), so those commits
+        // follow one another and each waits for its own WAL flush: orders per second are CreateOrders per commit
+        // times commits per second. CreateOrders are taken by two threads at most (one in a pool of two), so while
+        // one commits they gather for the other in batches of up to 64, instead of spreading over every connection
+        // in small batches that would each wait for a flush of their own. Other jobs use every thread.
         pool = Worker(
             name: "postgres", threads: connections.count, maxBatch: 64, maxQueued: maxQueued,
+            gathered: { $0.create != nil }, gatheredThreads: connections.count >= 3 ? 2 : 1,
             process: { index, batch in
                 stats.record(batch.count)
                 PostgresOrderStore.runBatch(batch, on: connections[index].value, health: health)
             }, onStop: { index in connections[index].value.close() })
-        sequencer = EventSequencer(url: url)
         let listener = self.listener
         feedListener = FeedListener(url: url) { listener.notify() }
         let prober = Thread {
@@ -73,23 +78,31 @@ public final class PostgresOrderStore: OrderStore {
 
     /// One batch in one transaction; retried whole on serialization failures and deadlocks.
     ///
-    /// The batch's CreateOrders go first, as one `BulkCreate` statement; when every job is one, that
-    /// statement is the whole transaction (no BEGIN, no COMMIT: a single statement commits on its own,
-    /// durably, before its result arrives). If the statement fails for any other reason than a lost
-    /// connection or a retryable conflict, the batch runs again with each CreateOrder on its own.
+    /// A batch of CreateOrders (the pool never mixes them with other jobs) is one `BulkCreate` statement, the
+    /// whole transaction (no BEGIN, no COMMIT: a single statement commits on its own, durably, before its result
+    /// arrives). If the statement fails for any other reason than a lost connection or a retryable conflict,
+    /// the batch runs again with each CreateOrder on its own, in one transaction. Inside a transaction the jobs'
+    /// events wait in `db.pendingEvents` (a job rolled back to its savepoint drops its own) and are inserted,
+    /// numbered, just before COMMIT.
     private static func runBatch(_ batch: [Job], on db: PGConnection, health: Health) {
         var lastError: StorageError?
         var reconnected = false
-        var bulk = batch.contains { $0.create != nil }
-        let onlyCreates = batch.allSatisfy { $0.create != nil }
+        var bulk = batch.allSatisfy { $0.create != nil }
+        defer {
+            db.buffersEvents = false
+            db.pendingEvents.removeAll(keepingCapacity: true)
+        }
         var attempt = 0
         while attempt < 4 {
-            let together = bulk, alone = bulk && onlyCreates
+            let alone = bulk
             do throws(StorageError) {
                 // The statement alone commits by itself only outside a transaction; a connection left inside one
                 // (never expected) is dropped rather than trusted.
                 if alone && db.isInTransaction { db.close() }
                 try db.ensureOpen()
+                // A job's events wait for the end of the transaction (the bulk statement numbers its own).
+                db.buffersEvents = true
+                db.pendingEvents.removeAll(keepingCapacity: true)
                 if !alone {
                     do throws(StorageError) {
                         try db.execute("BEGIN")
@@ -105,11 +118,11 @@ public final class PostgresOrderStore: OrderStore {
                 }
                 var answers: [@Sendable () -> Void] = []
                 answers.reserveCapacity(batch.count)
-                if together {
+                if alone {
                     do throws(StorageError) {
-                        try BulkCreate.run(batch.compactMap(\.create), on: db, committed: alone, into: &answers)
+                        try BulkCreate.run(batch.compactMap(\.create), on: db, into: &answers)
                     } catch {
-                        if alone && error.isConnectionLost && !reconnected {
+                        if error.isConnectionLost && !reconnected {
                             // The statement may or may not have committed before the connection went: send it once
                             // more on a new connection. Nothing is written twice (order ids and keys are unique),
                             // and an order the first try did write is found by its id and answered created.
@@ -118,7 +131,6 @@ public final class PostgresOrderStore: OrderStore {
                             continue
                         }
                         guard error.isConnectionLost || error.isRetryable else {
-                            if !alone { _ = try? db.execute("ROLLBACK") }
                             bulk = false
                             continue
                         }
@@ -127,16 +139,19 @@ public final class PostgresOrderStore: OrderStore {
                 }
                 // Jobs that met a subscription lock held elsewhere wait for it in their own transaction (below).
                 var deferred: [Job] = []
-                db.sharesTransaction = batch.count > 1
-                defer { db.sharesTransaction = false }
-                for job in batch where !together || job.create == nil {
-                    if let answer = try runJob(job, on: db) {
-                        answers.append(answer)
-                    } else {
-                        deferred.append(job)
+                if !alone {
+                    db.sharesTransaction = batch.count > 1
+                    defer { db.sharesTransaction = false }
+                    for job in batch {
+                        if let answer = try runJob(job, on: db) {
+                            answers.append(answer)
+                        } else {
+                            deferred.append(job)
+                        }
                     }
+                    try db.insertPendingEvents()
+                    try db.commit()
                 }
-                if !alone { try db.commit() }
                 health.reachable.store(true, ordering: .relaxed)
                 for answer in answers { answer() }
                 for job in deferred { runBatch([job], on: db, health: health) }
@@ -173,22 +188,26 @@ public final class PostgresOrderStore: OrderStore {
     private static func runJob(_ job: Job, on db: PGConnection) throws(StorageError) -> (@Sendable () -> Void)? {
         for attempt in 0..<2 {
             try db.execute("SAVEPOINT job")
+            // The job's events, appended from here, go with its savepoint if it is rolled back.
+            let events = db.pendingEvents.count
             let answer: @Sendable () -> Void
             do throws(JobFailure) {
                 answer = try job.body(db)
             } catch {
                 switch error {
                 case .answered(let e):
+                    db.pendingEvents.removeSubrange(events...)
                     try db.execute("ROLLBACK TO SAVEPOINT job")
                     try db.execute("RELEASE SAVEPOINT job")
                     return { job.fail(e) }
                 case .storage(let e):
+                    if e.isConnectionLost || e.isRetryable { throw e }
+                    db.pendingEvents.removeSubrange(events...)
                     if e == .lockBusy {
                         try db.execute("ROLLBACK TO SAVEPOINT job")
                         try db.execute("RELEASE SAVEPOINT job")
                         return nil
                     }
-                    if e.isConnectionLost || e.isRetryable { throw e }
                     try db.execute("ROLLBACK TO SAVEPOINT job")
                     try db.execute("RELEASE SAVEPOINT job")
                     if e.sqlState == .uniqueViolation && attempt == 0 { continue }
@@ -212,7 +231,6 @@ public final class PostgresOrderStore: OrderStore {
         _ order: NewOrder, abandoned: @escaping @Sendable () -> Bool,
         completion: @escaping @Sendable (Result<CreateOutcome, BillingError>) -> Void
     ) {
-        let sequencer = self.sequencer
         submit(
             Job(
                 body: { db throws(JobFailure) in
@@ -224,17 +242,14 @@ public final class PostgresOrderStore: OrderStore {
                         }
                         if abandoned() { return { completion(.failure(.abandoned)) } }
                         try db.update(OrderRow.insert, OrderRow.values(order.pendingOrder))
-                        try db.update(SQLLedger<PGConnection>.insertEvent, OrderRow.createdEvent(order))
+                        try db.appendEvent(OrderRow.createdEvent(order))
                     } catch {
                         throw .storage(error)
                     }
                     let stored = order.pendingOrder
-                    return {
-                        sequencer.signal()
-                        completion(.success(.created(stored)))
-                    }
+                    return { completion(.success(.created(stored))) }
                 }, fail: { completion(.failure($0)) },
-                create: BulkCreate.Request(order: order, abandoned: abandoned, sequencer: sequencer, completion: completion)))
+                create: BulkCreate.Request(order: order, abandoned: abandoned, completion: completion)))
     }
 
     public func order(id: String, completion: @escaping @Sendable (Result<Order?, BillingError>) -> Void) {
@@ -255,7 +270,6 @@ public final class PostgresOrderStore: OrderStore {
         _ body: @escaping @Sendable (any PurchaseLedger) throws(BillingError) -> T,
         completion: @escaping @Sendable (Result<T, BillingError>) -> Void
     ) {
-        let sequencer = self.sequencer
         submit(
             Job(
                 body: { db throws(JobFailure) in
@@ -267,11 +281,7 @@ public final class PostgresOrderStore: OrderStore {
                     } catch {
                         throw JobFailure(error)
                     }
-                    let appended = log.events
-                    return {
-                        if appended > 0 { sequencer.signal() }
-                        completion(.success(value))
-                    }
+                    return { completion(.success(value)) }
                 }, fail: { completion(.failure($0)) }))
     }
 
@@ -295,20 +305,6 @@ public final class PostgresOrderStore: OrderStore {
                 }, fail: { completion(.failure($0)) }))
     }
 
-    /// Numbers what has committed first, so a reader sees its own writes in the feed at once.
-    public func events(
-        after cursor: UInt64, limit: Int, accountID: String?,
-        completion: @escaping @Sendable (Result<[EventRecord], BillingError>) -> Void
-    ) {
-        let sequencer = self.sequencer
-        read(
-            { ledger throws(BillingError) in
-                // On a pool thread, never the caller's (an event loop).
-                sequencer.flush()
-                return try ledger.events(after: cursor, limit: limit, accountID: accountID)
-            }, completion: completion)
-    }
-
     public func setEventListener(_ listener: @escaping @Sendable () -> Void) {
         self.listener.set(listener)
     }
@@ -320,8 +316,6 @@ public final class PostgresOrderStore: OrderStore {
     public func close() {
         health.stopped.store(true, ordering: .relaxed)
         pool.stop()
-        sequencer.signal()
-        sequencer.stop()
         feedListener.stop()
     }
 }

@@ -18,10 +18,17 @@ protocol SQLExecutor {
     func update(_ sql: String, _ values: [SQLValue]) throws(StorageError) -> Int
     /// The current transaction carries other jobs too (a PostgreSQL batch): a lock held elsewhere is not waited for.
     var sharesTransaction: Bool { get }
+    /// Appends one event (`SQLLedger.values`) to the feed in the current transaction. SQLite inserts it (its rowid
+    /// is the cursor); PostgreSQL numbers it from the feed counter, last before COMMIT (`FeedCursors`).
+    func appendEvent(_ values: [SQLValue]) throws(StorageError)
 }
 
 extension SQLExecutor {
     var sharesTransaction: Bool { false }
+
+    func appendEvent(_ values: [SQLValue]) throws(StorageError) {
+        try update(LedgerSQL.insertEvent, values)
+    }
 }
 
 extension Row: RowReader {}
@@ -316,7 +323,7 @@ struct SQLLedger<DB: SQLExecutor>: PurchaseLedger {
 
     func append(_ e: EventRecord) throws(BillingError) {
         try run { () throws(StorageError) in
-            try db.update(Self.insertEvent, Self.values(e))
+            try db.appendEvent(Self.values(e))
         }
         log?.events += 1
     }
@@ -343,7 +350,7 @@ struct SQLLedger<DB: SQLExecutor>: PurchaseLedger {
     }
 
     /// PostgreSQL: a transaction-scoped advisory lock on (namespace "subs", hash of the id); the two-key form
-    /// never collides with the one-key locks of migrations and the event sequencer.
+    /// never collides with the one-key lock of migrations (nor the previous version's event sequencer).
     ///
     /// Inside a batch (`sharesTransaction`) the lock is only tried: waiting for it while holding the other jobs'
     /// locks is how two batches deadlock. If another transaction holds it, the job fails with `lockBusy`, its

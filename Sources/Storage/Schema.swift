@@ -8,7 +8,8 @@ enum SQLDialect {
     fileprivate var endKeyedTable: String { self == .sqlite ? ") WITHOUT ROWID;" : ");" }
     fileprivate var eventKey: String { self == .sqlite ? "" : "id BIGSERIAL PRIMARY KEY,\n    " }
     /// The feed's cursor: SQLite's single writer commits in rowid order, so the rowid is the cursor;
-    /// PostgreSQL commits concurrently, so a sequencer numbers committed rows afterwards (EventSequencer).
+    /// PostgreSQL commits concurrently: up to step 9 a sequencer numbered committed rows afterwards, from step 10
+    /// a writer numbers its events last in its transaction, from `feed_counter` (`FeedCursors`).
     fileprivate var feedKey: String {
         self == .sqlite
             ? "feed_cursor INTEGER PRIMARY KEY AUTOINCREMENT,"
@@ -28,6 +29,40 @@ enum SQLDialect {
             CREATE UNIQUE INDEX events_feed_cursor ON events (feed_cursor) WHERE feed_cursor IS NOT NULL;
             DROP INDEX events_account;
             CREATE INDEX events_account ON events (account_id, feed_cursor) WHERE feed_cursor IS NOT NULL;
+            """
+    }
+    /// Step 10, PostgreSQL only: events are written once, with their cursors. `feed_counter` holds the last cursor
+    /// given; a writer takes it (`UPDATE ... RETURNING`) as the last thing before COMMIT and inserts its events
+    /// numbered from it (`FeedCursors`). Events an earlier version left unnumbered (committed, the sequencer not yet
+    /// run) are numbered here once, as the sequencer would have: after the largest cursor, by (txid, id). The
+    /// table lock waits for writers in flight and keeps new ones out until this commits, so none is left behind.
+    /// A replica of the previous version still running during a rolling upgrade inserts events without a cursor:
+    /// the trigger numbers each from the counter at its INSERT (the row lock then held to its COMMIT keeps the
+    /// commit order), so its sequencer finds nothing to do (`events_unsequenced` stays for that query, empty). The
+    /// trigger's WHEN is false for this version's rows: the function never runs for them.
+    fileprivate var feedCounter: String {
+        self == .sqlite
+            ? "-- 10: PostgreSQL only (SQLite's cursor is the rowid)."
+            : """
+            LOCK TABLE events IN SHARE ROW EXCLUSIVE MODE;
+            CREATE TABLE feed_counter (
+                one BOOLEAN PRIMARY KEY DEFAULT true CHECK (one),
+                last BIGINT NOT NULL
+            );
+            UPDATE events e SET feed_cursor = n.c
+            FROM (SELECT id, (SELECT COALESCE(MAX(feed_cursor), 0) FROM events) + row_number() OVER (ORDER BY txid, id) AS c
+                  FROM events WHERE feed_cursor IS NULL) n
+            WHERE e.id = n.id;
+            INSERT INTO feed_counter (last) SELECT COALESCE(MAX(feed_cursor), 0) FROM events;
+            CREATE FUNCTION billing_number_event() RETURNS trigger LANGUAGE plpgsql AS $$
+            BEGIN
+                UPDATE feed_counter SET last = last + 1 RETURNING last INTO NEW.feed_cursor;
+                PERFORM pg_notify('billing_events', '');
+                RETURN NEW;
+            END
+            $$;
+            CREATE TRIGGER events_number BEFORE INSERT ON events
+                FOR EACH ROW WHEN (NEW.feed_cursor IS NULL) EXECUTE FUNCTION billing_number_event();
             """
     }
 }
@@ -217,7 +252,9 @@ enum Schema {
                 last_delivery_ms \(ms) NOT NULL DEFAULT 0
             );
             """,
-            // 10: Google Play purchases to acknowledge (and consume), queued with the write that recorded them as
+            // 10: the feed written once: cursors given at insert, last in the writer's transaction (see `feedCounter`).
+            dialect.feedCounter,
+            // 11: Google Play purchases to acknowledge (and consume), queued with the write that recorded them as
             // paid; `done` once Google has everything asked of it.
             """
             CREATE TABLE play_acknowledgements (

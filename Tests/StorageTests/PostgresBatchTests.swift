@@ -70,8 +70,8 @@ struct PostgresBatchTests {
         #expect(answers[twiceSecond] == .success(.existing(twiceFirst.pendingOrder)))
         #expect(answers[gone] == .failure(.abandoned))
         #expect(read.withLock { $0 } == .success(earlier.pendingOrder))
-        // They did share one batch.
-        #expect(store.groups.largest >= 45)
+        // The CreateOrders shared one batch (the read ran apart: CreateOrders are batched only together).
+        #expect(store.groups.largest >= 44)
 
         // Every stored order has exactly one ORDER_CREATED event, and nothing else was written.
         let counts = try psqlCLI(

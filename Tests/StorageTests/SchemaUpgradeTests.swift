@@ -80,4 +80,36 @@ struct SchemaUpgradeTests {
             #expect(try e.get().map(\.kind) == [.entitlementProductChanged], "\(name)")
         }
     }
+
+    @Test("PostgreSQL step 10: events an old version left unnumbered get their cursors once; an old replica's insert is numbered too")
+    func feedCounterUpgrade() throws {
+        guard let url = PostgresTestDatabase.create() else { return }
+        _ = try runCLI("/usr/bin/psql", [url, "-q", "-v", "ON_ERROR_STOP=1", "-f", "\(Self.fixtures)/schema6.postgres.sql"])
+        let total = Int(try psqlCLI(url, "SELECT count(*) FROM events").trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
+        #expect(total > 3)
+        #expect(try psqlCLI(url, "SELECT MIN(feed_cursor), MAX(feed_cursor) FROM events") == "1|\(total)\n")
+        // The last three events committed but not yet numbered when the old version stopped (its sequencer runs
+        // after COMMIT); the third of them was written by the earliest of their transactions.
+        _ = try psqlCLI(
+            url,
+            "UPDATE events SET feed_cursor = NULL WHERE feed_cursor > \(total - 3); "
+                + "UPDATE events SET txid = (SELECT MIN(txid) FROM events WHERE feed_cursor IS NULL) - 1 WHERE id = (SELECT MAX(id) FROM events)")
+        let ids = try psqlCLI(url, "SELECT id FROM events WHERE feed_cursor IS NULL ORDER BY txid, id")
+        let store = try PostgresOrderStore(url: url, poolSize: 2)
+        defer { store.close() }
+        #expect(try psqlCLI(url, "SELECT MAX(version) FROM billing_schema_migrations") == "\(SQLiteOrderStore.schemaVersion)\n")
+        // Numbered once, after the largest cursor, in the order the sequencer would have given: (txid, id).
+        #expect(try psqlCLI(url, "SELECT id FROM events WHERE feed_cursor > \(total - 3) ORDER BY feed_cursor") == ids)
+        #expect(try psqlCLI(url, "SELECT count(*), MAX(feed_cursor), (SELECT last FROM feed_counter) FROM events") == "\(total)|\(total)|\(total)\n")
+        let all: Result<[EventRecord], BillingError> = wait { store.events(after: 0, limit: 1000, accountID: nil, completion: $0) }
+        #expect(try all.get().map(\.cursor) == (1...UInt64(total)).map { $0 })
+        // A replica of the previous version, still running during a rolling upgrade, inserts without a cursor: the
+        // trigger numbers it from the counter. This version's next event follows it.
+        _ = try psqlCLI(url, "INSERT INTO events (event_type, time_ms, account_id, cause) VALUES (1, 0, 'old-replica', 'create_order')")
+        let order = newOrder("new-replica")
+        #expect(wait { store.create(order, abandoned: { false }, completion: $0) } == .success(.created(order.pendingOrder)))
+        let next: Result<[EventRecord], BillingError> = wait { store.events(after: UInt64(total), limit: 10, accountID: nil, completion: $0) }
+        #expect(try next.get().map { "\($0.cursor) \($0.accountID)" } == ["\(total + 1) old-replica", "\(total + 2) new-replica"])
+        #expect(try psqlCLI(url, "SELECT count(*) FILTER (WHERE feed_cursor IS NULL), (SELECT last FROM feed_counter) FROM events") == "0|\(total + 2)\n")
+    }
 }

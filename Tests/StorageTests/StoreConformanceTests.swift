@@ -225,7 +225,7 @@ struct SQLiteTests {
         store.close()
         let out = try sqliteCLI(path, "PRAGMA journal_mode; PRAGMA user_version;")
         #expect(out == "wal\n\(SQLiteOrderStore.schemaVersion)\n")
-        #expect(SQLiteOrderStore.schemaVersion >= 10)
+        #expect(SQLiteOrderStore.schemaVersion >= 11)
     }
 
     @Test("concurrent writes share commits (group commit)")
