@@ -304,6 +304,14 @@ def test_rtdn_subscription_lifecycle_and_voided_purchase(fake, db):
         assert entitlement(stub, "acct-hold").state == pb.ENTITLEMENT_STATE_BILLING_RETRY
         assert fake.recover(h["token"])["push"]["status"] == 200
         assert entitlement(stub, "acct-hold").state == pb.ENTITLEMENT_STATE_ACTIVE
+        # Paused by the user: PAUSED (no access, ENTITLEMENT_EXPIRED says so), then resumed: ACTIVE again.
+        assert fake.pause(h["token"])["push"]["status"] == 200
+        e = entitlement(stub, "acct-hold")
+        assert e.state == pb.ENTITLEMENT_STATE_PAUSED and not e.active
+        events = stub.ListEvents(pb.ListEventsRequest(after_cursor=0, limit=1000, account_id="acct-hold"), timeout=10).events
+        assert events[-1].type == pb.EVENT_TYPE_ENTITLEMENT_EXPIRED and events[-1].cause == "rtdn:SUBSCRIPTION_PAUSED"
+        assert fake.resume(h["token"])["push"]["status"] == 200
+        assert entitlement(stub, "acct-hold").state == pb.ENTITLEMENT_STATE_ACTIVE
         assert fake.expire(h["token"])["push"]["status"] == 200
         e = entitlement(stub, "acct-hold")
         assert e.state == pb.ENTITLEMENT_STATE_EXPIRED and not e.active

@@ -20,6 +20,8 @@ public struct EntitlementRecord: Sendable, Equatable {
     public var upgraded = false
     /// A renewal failed and the store is retrying (after the current transaction was signed).
     public var billingRetry = false
+    /// Google Play: paused by the user: PAUSED, no access until it resumes.
+    public var paused = false
     public var ownership: Ownership = .purchased
     public var store: Store = .appStore
     public var subscriptionGroupID = ""
@@ -66,6 +68,7 @@ public struct EntitlementRecord: Sendable, Equatable {
         if revocationTimeMs > 0 { return .revoked }
         guard productKind == .autoRenewableSubscription || productKind == .nonRenewingSubscription else { return .active }
         if upgraded { return .expired }
+        if paused && productKind == .autoRenewableSubscription { return .paused }
         if !ended {
             if expiresTimeMs == 0 || expiresTimeMs > nowMs { return .active }
             if gracePeriodExpiresTimeMs > nowMs { return .gracePeriod }

@@ -121,6 +121,7 @@ public enum NotificationRules {
         state.gracePeriodExpiresTimeMs = r.gracePeriodExpiresTimeMs ?? 0
         state.billingRetry = r.billingRetry ?? false
         if let next = r.autoRenewProductID { state.autoRenewProductID = next }
+        state.paused = r.paused ?? false
         state.signedTimeMs = r.signedTimeMs
         try ledger.put(state)
     }

@@ -310,6 +310,13 @@ public enum PurchaseRules {
             }
             next.ownership = t.ownership
             next.signedTimeMs = t.signedTimeMs
+        } else if t.store == .googlePlay && t.isRevoked && !old.isRevoked {
+            // A revocation read before a later view without one (two notifications applied in the other order, on
+            // two replicas) still counts: Google never reverses one.
+            next.revocationTimeMs = t.revocationTimeMs
+            next.revocationReason = t.revocationReason
+            next.revocationType = t.revocationType
+            next.revocationPercentage = t.revocationPercentage
         }
         next.upgraded = old.upgraded || t.upgraded
         guard next != old else { return owned }
@@ -472,7 +479,7 @@ public enum PurchaseRules {
         // The renewal info speaks for the period after the current transaction only when it was signed after it.
         let renewalIsCurrent = renewal.map { $0.signedTimeMs >= lt.signedTimeMs } ?? false
         let next = renewal?.autoRenewProductID ?? ""
-        let record = EntitlementRecord(
+        var record = EntitlementRecord(
             accountID: accountID, key: key, productID: lt.productID, productKind: kind, originalTransactionID: lt.originalTransactionID,
             latestTransactionID: lt.transactionID, purchaseTimeMs: lt.purchaseTimeMs, expiresTimeMs: expires,
             revocationTimeMs: lt.revocationTimeMs, gracePeriodExpiresTimeMs: renewal?.gracePeriodExpiresTimeMs ?? 0,
@@ -483,6 +490,7 @@ public enum PurchaseRules {
             store: lt.store,
             subscriptionGroupID: all.lazy.map(\.transaction.subscriptionGroupID).first { !$0.isEmpty } ?? "",
             pendingProductID: !next.isEmpty && next != lt.productID && !lt.upgraded ? next : "")
+        record.paused = renewalIsCurrent && renewal?.paused == true
         if record != old { try ledger.put(record) }
         let kinds = forced ?? changes(from: old, to: record, transferred: transferred, nowMs: context.nowMs)
         let snapshot = record.entitlement(nowMs: context.nowMs)
@@ -538,6 +546,9 @@ public enum PurchaseRules {
             if new.revocationTimeMs == 0 { kinds.append(.entitlementExpired) }
         }
         if old.autoRenew != new.autoRenew { kinds.append(.renewalStatusChanged) }
+        // Google Play: a pause takes access away until the subscription resumes (its renewal then moves the expiry:
+        // ENTITLEMENT_RENEWED).
+        if !old.paused && new.paused && new.revocationTimeMs == 0 && !kinds.contains(.entitlementExpired) { kinds.append(.entitlementExpired) }
         if old.pendingProductID != new.pendingProductID && !(new.pendingProductID.isEmpty && old.pendingProductID == new.productID) {
             kinds.append(.renewalProductChanged)
         }

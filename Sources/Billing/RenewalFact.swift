@@ -8,6 +8,8 @@ public struct RenewalFact: Sendable, Equatable {
     public var billingRetry: Bool?
     /// autoRenewProductId, when the renewal info says.
     public var autoRenewProductID: String?
+    /// Google Play: the subscription is paused by the user (no access until it resumes); nil when not said.
+    public var paused: Bool?
 
     public init(
         originalTransactionID: String, autoRenew: Bool?, gracePeriodExpiresTimeMs: Int64?, signedTimeMs: Int64,

@@ -11,6 +11,8 @@ public struct RenewalState: Sendable, Equatable {
     public var billingRetry = false
     /// The renewal info's autoRenewProductId: the product of the next renewal; empty when unknown.
     public var autoRenewProductID = ""
+    /// Google Play: paused by the user.
+    public var paused = false
 
     public init(
         originalTransactionID: String, autoRenew: Bool = true, gracePeriodExpiresTimeMs: Int64 = 0,

@@ -218,10 +218,12 @@ public final class PlayNotificationProcessor: Sendable {
     /// period, and the product of the next renewal.
     static func renewal(_ t: StoreTransaction, _ s: GooglePlay.SubscriptionPurchaseV2, signedMs: Int64) -> RenewalFact {
         let item = s.lineItems.first { $0.productID == t.productID } ?? s.lineItems.first
-        return RenewalFact(
+        var fact = RenewalFact(
             originalTransactionID: t.originalTransactionID, autoRenew: item?.autoRenewEnabled ?? false,
             gracePeriodExpiresTimeMs: s.subscriptionState == .inGracePeriod ? (item?.expiryTimeMillis ?? t.expiresTimeMs) : nil, signedTimeMs: signedMs,
             billingRetry: s.subscriptionState == .onHold, autoRenewProductID: item?.deferredReplacementProductID ?? item?.productID)
+        fact.paused = s.subscriptionState == .paused
+        return fact
     }
 
     static func int64(_ v: Any?) -> Int64? {

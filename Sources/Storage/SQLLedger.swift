@@ -238,6 +238,7 @@ struct SQLLedger<DB: SQLExecutor>: PurchaseLedger {
                     .int(e.gracePeriodExpiresTimeMs), .int(e.autoRenew ? 1 : 0), .int(Int64(e.environment.rawValue)),
                     e.orderID.map { .text($0) } ?? .null, .int(e.ended ? 1 : 0), .int(e.upgraded ? 1 : 0), .int(e.billingRetry ? 1 : 0),
                     .int(Int64(e.ownership.rawValue)), .int(Int64(e.store.rawValue)), .text(e.subscriptionGroupID), .text(e.pendingProductID),
+                    .int(e.paused ? 1 : 0),
                 ])
         }
     }
@@ -252,12 +253,14 @@ struct SQLLedger<DB: SQLExecutor>: PurchaseLedger {
         try run { () throws(StorageError) in
             try db.query(
                 "SELECT original_transaction_id, auto_renew, grace_period_expires_ms, signed_time_ms, ended_signed_time_ms, billing_retry, "
-                    + "auto_renew_product_id FROM renewals WHERE original_transaction_id = $1" + forUpdate,
+                    + "auto_renew_product_id, paused FROM renewals WHERE original_transaction_id = $1" + forUpdate,
                 [.text(originalTransactionID)],
                 { r in
-                    RenewalState(
+                    var state = RenewalState(
                         originalTransactionID: r.text(0), autoRenew: r.int(1) != 0, gracePeriodExpiresTimeMs: r.int64(2),
                         signedTimeMs: r.int64(3), endedSignedTimeMs: r.int64(4), billingRetry: r.int(5) != 0, autoRenewProductID: r.text(6))
+                    state.paused = r.int(7) != 0
+                    return state
                 }
             ).first
         }
@@ -268,10 +271,10 @@ struct SQLLedger<DB: SQLExecutor>: PurchaseLedger {
             try db.update("DELETE FROM renewals WHERE original_transaction_id = $1", [.text(r.originalTransactionID)])
             try db.update(
                 "INSERT INTO renewals (original_transaction_id, auto_renew, grace_period_expires_ms, signed_time_ms, ended_signed_time_ms, "
-                    + "billing_retry, auto_renew_product_id) VALUES ($1, $2, $3, $4, $5, $6, $7)",
+                    + "billing_retry, auto_renew_product_id, paused) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)",
                 [
                     .text(r.originalTransactionID), .int(r.autoRenew ? 1 : 0), .int(r.gracePeriodExpiresTimeMs), .int(r.signedTimeMs),
-                    .int(r.endedSignedTimeMs), .int(r.billingRetry ? 1 : 0), .text(r.autoRenewProductID),
+                    .int(r.endedSignedTimeMs), .int(r.billingRetry ? 1 : 0), .text(r.autoRenewProductID), .int(r.paused ? 1 : 0),
                 ])
         }
     }
@@ -570,13 +573,15 @@ struct SQLLedger<DB: SQLExecutor>: PurchaseLedger {
 
     static func decodeEntitlement(_ r: some RowReader) -> EntitlementRecord? {
         guard let kind = ProductKind(rawValue: r.text(3)) else { return nil }
-        return EntitlementRecord(
+        var e = EntitlementRecord(
             accountID: r.text(0), key: r.text(1), productID: r.text(2), productKind: kind, originalTransactionID: r.text(4),
             latestTransactionID: r.text(5), purchaseTimeMs: r.int64(6), expiresTimeMs: r.int64(7), revocationTimeMs: r.int64(8),
             gracePeriodExpiresTimeMs: r.int64(9), autoRenew: r.int(10) != 0, environment: StoreEnvironment(rawValue: r.int(11)) ?? .production,
             orderID: r.optionalText(12), ended: r.int(13) != 0, upgraded: r.int(14) != 0, billingRetry: r.int(15) != 0,
             ownership: Ownership(rawValue: r.int(16)) ?? .purchased, store: Store(rawValue: r.int(17)) ?? .appStore,
             subscriptionGroupID: r.text(18), pendingProductID: r.text(19))
+        e.paused = r.int(20) != 0
+        return e
     }
 
     static func decodeEvent(_ r: some RowReader) -> EventRecord {
@@ -606,7 +611,7 @@ enum LedgerSQL {
     static let entitlementColumns =
         "account_id, entitlement_key, product_id, product_kind, original_transaction_id, latest_transaction_id, "
         + "purchase_time_ms, expires_time_ms, revocation_time_ms, grace_period_expires_ms, auto_renew, environment, order_id, ended, "
-        + "upgraded, billing_retry, ownership, store, subscription_group_id, pending_product_id"
+        + "upgraded, billing_retry, ownership, store, subscription_group_id, pending_product_id, paused"
     static let eventColumns =
         "feed_cursor, event_type, time_ms, account_id, cause, notification_uuid, transaction_id, order_snapshot, entitlement_snapshot"
     static let insertEvent =
@@ -629,7 +634,7 @@ enum LedgerSQL {
     static let entitlement = "SELECT \(entitlementColumns) FROM entitlements WHERE account_id = $1 AND entitlement_key = $2"
     static let entitlementForUpdate = entitlement + " FOR UPDATE"
     static let entitlementsByAccount = "SELECT \(entitlementColumns) FROM entitlements WHERE account_id = $1 ORDER BY entitlement_key"
-    static let insertEntitlement = "INSERT INTO entitlements (\(entitlementColumns)) VALUES (\(placeholders(20)))"
+    static let insertEntitlement = "INSERT INTO entitlements (\(entitlementColumns)) VALUES (\(placeholders(21)))"
     static let eventsByAccount =
         "SELECT \(eventColumns) FROM events WHERE account_id = $1 AND feed_cursor > $2 ORDER BY feed_cursor LIMIT $3"
     static let events = "SELECT \(eventColumns) FROM events WHERE feed_cursor > $1 ORDER BY feed_cursor LIMIT $2"

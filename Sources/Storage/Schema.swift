@@ -275,6 +275,11 @@ enum Schema {
             );
             CREATE INDEX play_acknowledgements_due ON play_acknowledgements (done, next_attempt_ms);
             """,
+            // 12: Google Play subscriptions paused by the user (the renewal state says so; the entitlement is PAUSED).
+            """
+            ALTER TABLE renewals ADD COLUMN paused INTEGER NOT NULL DEFAULT 0;
+            ALTER TABLE entitlements ADD COLUMN paused INTEGER NOT NULL DEFAULT 0;
+            """,
         ]
     }
 }
