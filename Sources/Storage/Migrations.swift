@@ -7,14 +7,12 @@ enum SQLiteMigrations {
         guard current <= steps.count else {
             throw .schemaTooNew(found: current, known: steps.count)
         }
-        for version in current..<steps.count {
+        for batch in Schema.batches(from: current, count: steps.count) {
             try db.execute("BEGIN IMMEDIATE")
             do {
-                try db.execute(steps[version])
-                // Step 3 added the entitlement table and step 7 changed how an entitlement is computed: a database
-                // from before step 7 gets every entitlement (re)computed from its transactions, in the same transaction.
-                if version == 6 && current >= 1 { try SQLLedger(db: db).recomputeEntitlements() }
-                try db.execute("PRAGMA user_version = \(version + 1)")
+                for version in batch { try db.execute(steps[version]) }
+                if Schema.recomputes(from: current, batch: batch) { try SQLLedger(db: db).recomputeEntitlements() }
+                try db.execute("PRAGMA user_version = \(batch.upperBound)")
                 try db.execute("COMMIT")
             } catch {
                 try? db.execute("ROLLBACK")
@@ -38,19 +36,37 @@ enum PostgresMigrations {
         guard current <= steps.count else {
             throw .schemaTooNew(found: current, known: steps.count)
         }
-        for version in current..<steps.count {
+        for batch in Schema.batches(from: current, count: steps.count) {
             try db.execute("BEGIN")
             do throws(StorageError) {
-                try db.execute(steps[version])
-                // Step 3 added the entitlement table and step 7 changed how an entitlement is computed: a database
-                // from before step 7 gets every entitlement (re)computed from its transactions, in the same transaction.
-                if version == 6 && current >= 1 { try SQLLedger(db: db).recomputeEntitlements() }
-                try db.update("INSERT INTO billing_schema_migrations (version) VALUES ($1)", [.int(Int64(version + 1))])
+                for version in batch {
+                    try db.execute(steps[version])
+                    try db.update("INSERT INTO billing_schema_migrations (version) VALUES ($1)", [.int(Int64(version + 1))])
+                }
+                if Schema.recomputes(from: current, batch: batch) { try SQLLedger(db: db).recomputeEntitlements() }
                 try db.execute("COMMIT")
             } catch {
                 _ = try? db.execute("ROLLBACK")
                 throw error
             }
         }
+    }
+}
+
+extension Schema {
+    /// The transactions an upgrade from version `current` runs the remaining steps in: one step each, except that a
+    /// database from before step 7 (which changed how an entitlement is computed) takes every remaining step in one
+    /// transaction that ends by recomputing every entitlement from its transactions. The recompute is today's code,
+    /// which reads and writes today's columns (step 12's `paused`, ...): it may run only once every step is applied,
+    /// and in the same transaction, so that a crash leaves either the old database or the whole upgrade.
+    static func batches(from current: Int, count: Int) -> [Range<Int>] {
+        guard current < count else { return [] }
+        if current >= 1 && current <= 6 { return [current..<count] }
+        return (current..<count).map { $0..<($0 + 1) }
+    }
+
+    /// Whether `batch` ends with the entitlements recomputed (an upgrade across step 7 of a database that has some).
+    static func recomputes(from current: Int, batch: Range<Int>) -> Bool {
+        current >= 1 && current <= 6 && batch.contains(6)
     }
 }

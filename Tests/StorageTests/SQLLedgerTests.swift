@@ -115,3 +115,17 @@ struct WALCheckpointPolicyTests {
         #expect(!SQLiteOrderStore.hasRoom("/no/such/dir"))
     }
 }
+
+@Suite("Migration batches")
+struct MigrationBatchTests {
+    @Test("An upgrade across step 7 runs every remaining step and the entitlement recompute in one transaction; others one step each")
+    func batches() {
+        #expect(Schema.batches(from: 3, count: 12) == [3..<12])
+        #expect(Schema.recomputes(from: 3, batch: 3..<12))
+        #expect(Schema.batches(from: 0, count: 3) == [0..<1, 1..<2, 2..<3])
+        #expect(!Schema.recomputes(from: 0, batch: 6..<7))
+        #expect(Schema.batches(from: 7, count: 9) == [7..<8, 8..<9])
+        #expect(!Schema.recomputes(from: 7, batch: 7..<8))
+        #expect(Schema.batches(from: 12, count: 12) == [])
+    }
+}
