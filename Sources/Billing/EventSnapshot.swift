@@ -27,6 +27,50 @@ public enum EventSnapshot {
         out[start...].reverse()
     }
 
+    /// `join`'s format written field by field: numbers go in as their decimal digits without a `String` each
+    /// (the order's snapshot, written with every CreateOrder, cost about 10,000 instructions through `join`).
+    struct Writer {
+        private var out: [UInt8]
+
+        init(capacity: Int) {
+            out = []
+            out.reserveCapacity(capacity)
+        }
+
+        mutating func text(_ value: String) {
+            var value = value
+            value.withUTF8 { bytes in
+                appendDecimal(bytes.count, to: &out)
+                out.append(UInt8(ascii: ":"))
+                out.append(contentsOf: bytes)
+            }
+        }
+
+        /// The field `String(value)` would give, negative numbers included.
+        mutating func int(_ value: Int64) {
+            var magnitude = value.magnitude
+            var digits = 1
+            var rest = magnitude
+            while rest >= 10 {
+                rest /= 10
+                digits += 1
+            }
+            appendDecimal(digits + (value < 0 ? 1 : 0), to: &out)
+            out.append(UInt8(ascii: ":"))
+            if value < 0 { out.append(UInt8(ascii: "-")) }
+            let start = out.count
+            out.append(contentsOf: repeatElement(UInt8(ascii: "0"), count: digits))
+            var i = start + digits - 1
+            while magnitude > 0 {
+                out[i] = UInt8(ascii: "0") + UInt8(magnitude % 10)
+                magnitude /= 10
+                i -= 1
+            }
+        }
+
+        var string: String { String(decoding: out, as: UTF8.self) }
+    }
+
     static func split(_ text: String) -> [String]? {
         var fields: [String] = []
         let bytes = Array(text.utf8)
@@ -47,11 +91,20 @@ public enum EventSnapshot {
     }
 
     public static func encode(_ o: Order) -> String {
-        join([
-            o.id, o.accountID, o.productID, String(o.quantity), String(o.state.rawValue), o.idempotencyKey ?? "",
-            String(o.createTimeMs), String(o.updateTimeMs), o.transactionID ?? "", String(o.environment?.rawValue ?? 0),
-            String(o.refundedQuantity), String(o.store?.rawValue ?? 0),
-        ])
+        var w = Writer(capacity: 96 + o.id.utf8.count + o.accountID.utf8.count + o.productID.utf8.count)
+        w.text(o.id)
+        w.text(o.accountID)
+        w.text(o.productID)
+        w.int(Int64(o.quantity))
+        w.int(Int64(o.state.rawValue))
+        w.text(o.idempotencyKey ?? "")
+        w.int(o.createTimeMs)
+        w.int(o.updateTimeMs)
+        w.text(o.transactionID ?? "")
+        w.int(Int64(o.environment?.rawValue ?? 0))
+        w.int(Int64(o.refundedQuantity))
+        w.int(Int64(o.store?.rawValue ?? 0))
+        return w.string
     }
 
     /// Snapshots written before schema step 7 have the first 10 fields.
@@ -68,13 +121,25 @@ public enum EventSnapshot {
     }
 
     public static func encode(_ e: Entitlement) -> String {
-        join([
-            e.productID, e.productKind.rawValue, e.originalTransactionID, e.latestTransactionID, String(e.purchaseTimeMs),
-            String(e.expiresTimeMs), e.active ? "1" : "0", e.orderID ?? "", String(e.revocationTimeMs),
-            String(e.gracePeriodExpiresTimeMs), e.autoRenew ? "1" : "0", String(e.environment?.rawValue ?? 0),
-            String(e.state.rawValue), String(e.ownership.rawValue), String(e.store.rawValue), e.subscriptionGroupID,
-            e.pendingProductID,
-        ])
+        var w = Writer(capacity: 160 + e.productID.utf8.count + e.subscriptionGroupID.utf8.count + e.pendingProductID.utf8.count)
+        w.text(e.productID)
+        w.text(e.productKind.rawValue)
+        w.text(e.originalTransactionID)
+        w.text(e.latestTransactionID)
+        w.int(e.purchaseTimeMs)
+        w.int(e.expiresTimeMs)
+        w.int(e.active ? 1 : 0)
+        w.text(e.orderID ?? "")
+        w.int(e.revocationTimeMs)
+        w.int(e.gracePeriodExpiresTimeMs)
+        w.int(e.autoRenew ? 1 : 0)
+        w.int(Int64(e.environment?.rawValue ?? 0))
+        w.int(Int64(e.state.rawValue))
+        w.int(Int64(e.ownership.rawValue))
+        w.int(Int64(e.store.rawValue))
+        w.text(e.subscriptionGroupID)
+        w.text(e.pendingProductID)
+        return w.string
     }
 
     /// Snapshots written before schema step 7 have the first 12 fields; their state is derived from `active`.

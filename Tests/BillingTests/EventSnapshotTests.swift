@@ -14,6 +14,23 @@ struct EventSnapshotTests {
         }
     }
 
+    @Test("the writer gives join's bytes: texts, and numbers as String(n) would write them, negatives included")
+    func writer() {
+        let numbers: [Int64] = [0, 1, 9, 10, 99, 100, 12345, -1, -10, -987654321, Int64.max, Int64.min]
+        let texts = ["", "a", "héllo", "12:34", String(repeating: "x", count: 300)]
+        var w = EventSnapshot.Writer(capacity: 0)
+        var expected: [String] = []
+        for (i, n) in numbers.enumerated() {
+            w.int(n)
+            expected.append(String(n))
+            let t = texts[i % texts.count]
+            w.text(t)
+            expected.append(t)
+        }
+        #expect(w.string == EventSnapshot.join(expected))
+        #expect(EventSnapshot.split(w.string) == expected)
+    }
+
     @Test("an order comes back field for field, unicode, empty and colon-bearing fields included")
     func orderRoundTrip() {
         let orders = [
@@ -27,8 +44,39 @@ struct EventSnapshotTests {
         ]
         for order in orders {
             #expect(EventSnapshot.decodeOrder(EventSnapshot.encode(order)) == order)
+            // The very bytes the field list always gave (stored snapshots are compared and decoded by older builds).
+            let o = order
+            #expect(
+                EventSnapshot.encode(order)
+                    == EventSnapshot.join([
+                        o.id, o.accountID, o.productID, String(o.quantity), String(o.state.rawValue), o.idempotencyKey ?? "",
+                        String(o.createTimeMs), String(o.updateTimeMs), o.transactionID ?? "", String(o.environment?.rawValue ?? 0),
+                        String(o.refundedQuantity), String(o.store?.rawValue ?? 0),
+                    ]))
         }
         #expect(EventSnapshot.decodeOrder("3:ab") == nil)
         #expect(EventSnapshot.decodeOrder("x:ab") == nil)
+    }
+
+    @Test("an entitlement's snapshot: the bytes the field list gave, and it comes back whole")
+    func entitlementSnapshot() {
+        var e = Entitlement(
+            productID: "com.example.pro", productKind: .autoRenewableSubscription, originalTransactionID: "1000",
+            latestTransactionID: "1003", purchaseTimeMs: 1_700_000_000_000, expiresTimeMs: -5, active: false, orderID: nil,
+            revocationTimeMs: 1_700_000_500_000, gracePeriodExpiresTimeMs: 0, autoRenew: true, environment: .sandbox)
+        e.state = .billingRetry
+        e.ownership = .familyShared
+        e.store = .googlePlay
+        e.subscriptionGroupID = "grp:1"
+        e.pendingProductID = "com.example.prö"
+        let expected = EventSnapshot.join([
+            e.productID, e.productKind.rawValue, e.originalTransactionID, e.latestTransactionID, String(e.purchaseTimeMs),
+            String(e.expiresTimeMs), e.active ? "1" : "0", e.orderID ?? "", String(e.revocationTimeMs),
+            String(e.gracePeriodExpiresTimeMs), e.autoRenew ? "1" : "0", String(e.environment?.rawValue ?? 0),
+            String(e.state.rawValue), String(e.ownership.rawValue), String(e.store.rawValue), e.subscriptionGroupID,
+            e.pendingProductID,
+        ])
+        #expect(EventSnapshot.encode(e) == expected)
+        #expect(EventSnapshot.decodeEntitlement(EventSnapshot.encode(e)) == e)
     }
 }
