@@ -89,6 +89,19 @@ struct OrderServiceTests {
         try OrderService.checkAccountID(accountID, required: true)
     }
 
+    @Test("every ASCII character inside and at either end of an account id: controls refused anywhere, a space only at the ends")
+    func asciiAccountIDs() {
+        for byte in UInt8(0)...0x7F {
+            let c = String(UnicodeScalar(byte))
+            for (id, atEnd) in [("a\(c)b", false), ("\(c)ab", true), ("ab\(c)", true), (c, true)] {
+                let refused = byte < 0x20 || byte == 0x7F || (byte == 0x20 && atEnd)
+                var threw = false
+                do { try OrderService.checkAccountID(id, required: true) } catch { threw = true }
+                #expect(threw == refused, "byte \(byte) in \(Array(id.utf8))")
+            }
+        }
+    }
+
     @Test("128-byte account ids and 1000 items are allowed")
     func limits() throws {
         let order = try create(service(), .init(accountID: String(repeating: "é", count: 64), productID: "p", quantity: 1000)).get()
