@@ -136,13 +136,13 @@ extension H2ServerSession {
         }
         // The handler owns the message now; the budget counts only what waits for more bytes.
         releaseBuffer(stream)
-        let config = shared.configuration
-        if shared.inFlight.load(ordering: .relaxed) >= config.maxInFlight {
+        // Fields read one by one: a copy of the whole configuration retained and released every reference in it.
+        if shared.inFlight.load(ordering: .relaxed) >= shared.configuration.maxInFlight {
             act(stream, stream.state.fail(.overloaded))
             return
         }
         let streaming = stream.state.isStreaming
-        let rule = CallRules.deadline(timeout: stream.timeout, streaming: streaming, capNanoseconds: config.maxDeadlineNanoseconds)
+        let rule = CallRules.deadline(timeout: stream.timeout, streaming: streaming, capNanoseconds: shared.configuration.maxDeadlineNanoseconds)
         if case .malformed(let error) = rule {
             act(stream, stream.state.fail(error))
             return

@@ -172,7 +172,24 @@ public final class Histogram: MetricFamily {
             count += 1
         }
     }
-    private let series_ = Mutex<[[String]: Series]>([:])
+    /// The series in the order first seen, and where each label set is. A caller usually passes the very same
+    /// label array every time (a constant), which `==` recognises by its storage before comparing any text, so
+    /// the first few label sets are found by a scan without hashing; more are looked up by hash.
+    private struct Table {
+        var labelSets: [[String]] = []
+        var series: [Series] = []
+        var slots: [[String]: Int] = [:]
+
+        mutating func slot(_ labelValues: [String], size: Int) -> Int {
+            for i in 0..<min(labelSets.count, 8) where labelSets[i] == labelValues { return i }
+            if let i = slots[labelValues] { return i }
+            labelSets.append(labelValues)
+            series.append(Series(counts: Array(repeating: 0, count: size)))
+            slots[labelValues] = series.count - 1
+            return series.count - 1
+        }
+    }
+    private let series_ = Mutex(Table())
 
     init(name: String, help: String, labels: [String], buckets: [Double]) {
         self.name = name
@@ -184,15 +201,16 @@ public final class Histogram: MetricFamily {
     public func observe(_ value: Double, _ labelValues: [String] = []) {
         let index = buckets.firstIndex { value <= $0 } ?? buckets.count
         let size = buckets.count + 1
-        series_.withLock { all in
-            // In place: a copy taken out of the dictionary would copy the counts on every observation.
-            all[labelValues, default: Series(counts: Array(repeating: 0, count: size))].add(index, value)
+        series_.withLock { t in
+            // In place: a copy taken out of the table would copy the counts on every observation.
+            t.series[t.slot(labelValues, size: size)].add(index, value)
         }
     }
 
     func render(into out: inout String) {
         out += "# HELP \(name) \(help)\n# TYPE \(name) histogram\n"
-        for (k, s) in series_.withLock({ $0 }).sorted(by: { $0.key.lexicographicallyPrecedes($1.key) }) {
+        let table = series_.withLock { $0 }
+        for (k, s) in zip(table.labelSets, table.series).sorted(by: { $0.0.lexicographicallyPrecedes($1.0) }) {
             var cumulative: UInt64 = 0
             for (i, bound) in buckets.enumerated() {
                 cumulative += s.counts[i]

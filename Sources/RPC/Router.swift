@@ -40,27 +40,27 @@ public struct ServerInterceptor: Sendable {
 }
 
 /// The end of one call, for logs and metrics.
-public struct CallRecord: Sendable {
-    public var method: String
+public final class CallRecord: Sendable {
+    public let method: String
     /// False for a path the router does not know: metrics label such calls `unknown`, whatever they named.
-    public var knownMethod: Bool
-    public var code: StatusCode
-    public var reason: String?
-    public var durationNanoseconds: UInt64
-    public var peer: String
+    public let knownMethod: Bool
+    public let code: StatusCode
+    public let reason: String?
+    public let durationNanoseconds: UInt64
+    public let peer: String
     /// Formatted only when read (logging), not for every call.
     public var requestID: String { requestNumber == 0 ? "" : RequestID(prefix: requestIDPrefix, number: requestNumber).description }
-    public var requestIDPrefix: String
-    public var requestNumber: UInt64
+    public let requestIDPrefix: String
+    public let requestNumber: UInt64
     /// Facts the handler noted (`order_id`, `account_id`).
-    public var notes: [(String, String)]
+    public let notes: [(String, String)]
     /// The client certificate's subject under mutual TLS.
-    public var peerSubject: String?
+    public let peerSubject: String?
     /// The wire protocol the call came by: `grpc`, `connect` or `grpc-web` (a metric label: three values).
-    public var wireProtocol: String
+    public let wireProtocol: String
 
-    /// Inlinable: transports build one per call, and an opaque initializer copies every field once more.
-    @inlinable
+    /// A class, not a struct: the record passes through the observers' closures, and each copy of a struct of
+    /// eleven fields retained and released every string in it (18 reference-count operations a call).
     public init(
         method: String, knownMethod: Bool, code: StatusCode, reason: String?, durationNanoseconds: UInt64, peer: String,
         requestIDPrefix: String, requestNumber: UInt64, notes: [(String, String)], peerSubject: String?,
