@@ -322,7 +322,8 @@ final class ServerConnection: EventHandler, DeferredFlush, SessionOutput {
             var overflow = false
             gather: while used < out.count {
                 let chunk: UnsafeRawBufferPointer
-                switch session.nextOutput() {
+                // Checked once above (`assertInEventLoop`): this connection's loop is its session's host.
+                switch session.nextOutputOnHost() {
                 case .bytes(let bytes): chunk = bytes
                 case .idle: break gather
                 case .failed:

@@ -43,6 +43,16 @@ public struct ProtoWriter: ~Copyable {
     }
 
     public mutating func writeRaw(_ raw: some Collection<UInt8>) { bytes.append(contentsOf: raw) }
+
+    /// A gRPC message prefix: the compressed flag (0) and `size` as four bytes, big-endian. Byte by byte: an
+    /// array literal passed to `writeRaw` was allocated and freed for every answer.
+    public mutating func writeMessagePrefix(size: Int) {
+        bytes.append(0)
+        bytes.append(UInt8(truncatingIfNeeded: size >> 24))
+        bytes.append(UInt8(truncatingIfNeeded: size >> 16))
+        bytes.append(UInt8(truncatingIfNeeded: size >> 8))
+        bytes.append(UInt8(truncatingIfNeeded: size))
+    }
 }
 
 /// Field-level helpers that skip proto3 defaults and pair each writer with its size.

@@ -45,10 +45,7 @@ public final class Responder: Sendable {
     public func succeed(_ message: some ProtoMessage) {
         let size = message.encodedSize
         var writer = ProtoWriter(capacity: MessageFraming.prefixSize + size)
-        writer.writeRaw([
-            0, UInt8(truncatingIfNeeded: size >> 24), UInt8(truncatingIfNeeded: size >> 16),
-            UInt8(truncatingIfNeeded: size >> 8), UInt8(truncatingIfNeeded: size),
-        ])
+        writer.writeMessagePrefix(size: size)
         message.encode(to: &writer)
         succeed(framed: writer.finish())
     }

@@ -32,10 +32,7 @@ public final class StreamWriter: Sendable {
         guard !isDone else { return 0 }
         var writer = ProtoWriter(capacity: MessageFraming.prefixSize + message.encodedSize)
         let size = message.encodedSize
-        writer.writeRaw([
-            0, UInt8(truncatingIfNeeded: size >> 24), UInt8(truncatingIfNeeded: size >> 16),
-            UInt8(truncatingIfNeeded: size >> 8), UInt8(truncatingIfNeeded: size),
-        ])
+        writer.writeMessagePrefix(size: size)
         message.encode(to: &writer)
         buffered.add(MessageFraming.prefixSize + size, ordering: .relaxed)
         deliver(.message(writer.finish()))
