@@ -27,6 +27,27 @@ def _generate_stubs():
 _generate_stubs()
 sys.path.insert(0, GEN)
 
+# Every folder the suite makes with tempfile.mkdtemp (databases, keys, catalogs) is removed when the whole run
+# passes; after a failure they stay for a look (BILLING_KEEP_TMP=1 keeps them always). Before, each run left a few
+# hundred in /tmp.
+_made_dirs = []
+_mkdtemp = tempfile.mkdtemp
+
+
+def _tracked_mkdtemp(*args, **kwargs):
+    path = _mkdtemp(*args, **kwargs)
+    _made_dirs.append(path)
+    return path
+
+
+tempfile.mkdtemp = _tracked_mkdtemp
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if exitstatus == 0 and os.environ.get("BILLING_KEEP_TMP") != "1":
+        for path in _made_dirs:
+            shutil.rmtree(path, ignore_errors=True)
+
 
 def pytest_collection_modifyitems(items):
     """The short nemesis run goes last: it is the longest test and should not slow the others' feedback."""
