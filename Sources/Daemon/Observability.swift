@@ -11,6 +11,8 @@ final class BillingMetrics: Sendable {
     /// Calls by wire protocol (`grpc`, `connect`, `grpc-web`) and code: at most 3 x 17 series, indexed.
     let byProtocol: IndexedCounter
     static let protocols = ["grpc", "connect", "grpc-web"]
+    /// `StatusCode.allCases.count`, read once (the getter builds the array on every call).
+    static let statusCodes = StatusCode.allCases.count
     let db: Histogram
     let verifications: Counter
     let notifications: Counter
@@ -85,7 +87,7 @@ final class BillingMetrics: Sendable {
         case "grpc-web": p = 2
         default: p = 0
         }
-        byProtocol.inc(p * StatusCode.allCases.count + Int(r.code.rawValue))
+        byProtocol.inc(p * Self.statusCodes + Int(r.code.rawValue))
         calls.record(
             method: r.method, known: r.knownMethod, code: r.code.description, reason: r.reason,
             seconds: Double(r.durationNanoseconds) / 1e9)

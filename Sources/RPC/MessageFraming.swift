@@ -44,6 +44,20 @@ public struct MessageDeframer: Sendable {
     /// Feeds bytes; returns an error as soon as the stream can be judged bad.
     public mutating func append(_ chunk: UnsafeRawBufferPointer) -> RPCError? {
         if failed { return nil }
+        // The usual unary request: the whole message in one chunk, nothing before it. Taken at once (the byte-wise
+        // path below cost about 280 instructions for an empty message); the same checks, the same result.
+        let prefixSize = MessageFraming.prefixSize
+        if message == nil, stream.isAtBoundary, chunk.count >= prefixSize {
+            let length = Int(chunk[1]) << 24 | Int(chunk[2]) << 16 | Int(chunk[3]) << 8 | Int(chunk[4])
+            if chunk.count == prefixSize + length {
+                if let error = MessageStreamDeframer.check(flag: chunk[0], length: length, limit: stream.maxMessageBytes) {
+                    failed = true
+                    return error
+                }
+                message = Array(UnsafeRawBufferPointer(rebasing: chunk[prefixSize...]))
+                return nil
+            }
+        }
         var index = 0
         while let step = stream.next(chunk, &index) {
             switch step {

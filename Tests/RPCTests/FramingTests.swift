@@ -69,6 +69,34 @@ struct FramingTests {
         #expect(error?.code == .internal)
     }
 
+    @Test("a request in one chunk and the same request byte by byte end the same: message, refusal or framing error")
+    func wholeChunkAgreesWithBytes() {
+        let big = [UInt8](repeating: 7, count: 300)
+        let inputs: [[UInt8]] = [
+            [0, 0, 0, 0, 0], [0, 0, 0, 0, 1, 42], [0, 0, 0, 1, 44] + big, [1, 0, 0, 0, 1, 9], [7, 0, 0, 0, 1, 9],
+            [0, 0, 0, 0, 101] + [UInt8](repeating: 1, count: 101), [0, 0, 0, 0, 2, 1], [0, 0, 0, 0, 1, 9, 0],
+            [0, 0, 0, 0, 1, 9, 0, 0, 0, 0, 1, 9],
+        ]
+        for input in inputs {
+            var whole = MessageDeframer(maxMessageBytes: 100)
+            var bytes = MessageDeframer(maxMessageBytes: 100)
+            let wholeError = whole.append(input)
+            var byteError: RPCError?
+            for b in input where byteError == nil { byteError = bytes.append([b]) }
+            #expect(wholeError?.code == byteError?.code, "\(input.prefix(8))")
+            #expect(wholeError?.reason == byteError?.reason, "\(input.prefix(8))")
+            if wholeError == nil {
+                let a = try? whole.finish().get()
+                let b = try? bytes.finish().get()
+                #expect(a == b, "\(input.prefix(8))")
+            }
+        }
+        // A second message after a whole one is still refused.
+        var twice = MessageDeframer(maxMessageBytes: 100)
+        #expect(twice.append([0, 0, 0, 0, 1, 9]) == nil)
+        #expect(twice.append([0, 0, 0, 0, 1, 9])?.code == .internal)
+    }
+
     @Test("compressed messages are unimplemented; other flags are framing errors")
     func flags() {
         var compressed = MessageDeframer(maxMessageBytes: 100)
