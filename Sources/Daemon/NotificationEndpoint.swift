@@ -34,30 +34,26 @@ struct NotificationEndpoint: Sendable {
     let unconfiguredReason: String
 
     /// `{"KEY":"VALUE"}`: keys and values here come from fixed sets (results, reasons) of plain ASCII.
-    static func json(_ status: Int, _ object: KeyValuePairs<String, String>) -> HTTPResponse {
+    static func json(_ status: Int, _ object: KeyValuePairs<String, String>, headers: [(String, String)] = []) -> HTTPResponse {
         var text = "{"
         for (i, (k, v)) in object.enumerated() {
             if i > 0 { text += "," }
             text += JSONString.quote(k) + ":" + JSONString.quote(v)
         }
-        return HTTPResponse(status: status, contentType: "application/json", body: Array((text + "}").utf8))
+        var response = HTTPResponse(status: status, contentType: "application/json", body: Array((text + "}").utf8))
+        response.headers.append(contentsOf: headers)
+        return response
     }
 
     /// Answers what needs no body: the path, the method, the content type, availability.
     func precheck(_ request: HTTPRequest) -> HTTPResponse? {
         guard request.path == Self.path else { return Self.json(404, ["error": "NOT_FOUND"]) }
-        guard request.method == "POST" else {
-            var r = Self.json(405, ["error": "METHOD_NOT_ALLOWED"])
-            r.headers.append(("allow", "POST"))
-            return r
-        }
+        guard request.method == "POST" else { return Self.json(405, ["error": "METHOD_NOT_ALLOWED"], headers: [("allow", "POST")]) }
         let type = request.header("content-type")?.split(separator: ";").first?.trimmingCharacters(in: .whitespaces).lowercased()
         guard type == "application/json" else { return Self.json(415, ["error": "UNSUPPORTED_MEDIA_TYPE"]) }
         if let reason = unavailable() {
             record(nil, "unavailable", status: 503, started: DispatchTime.now(), peer: request.peer, reason: reason)
-            var r = Self.json(503, ["error": reason])
-            r.headers.append(("retry-after", "5"))
-            return r
+            return Self.json(503, ["error": reason], headers: [("retry-after", "5")])
         }
         return nil
     }
@@ -85,9 +81,7 @@ struct NotificationEndpoint: Sendable {
                     respond(Self.json(400, ["error": reason]))
                 case .unavailable(let detail):
                     record(summary, "unavailable", status: 503, started: started, peer: peer, detail: detail)
-                    var r = Self.json(503, ["error": "STORAGE_UNAVAILABLE"])
-                    r.headers.append(("retry-after", "5"))
-                    respond(r)
+                    respond(Self.json(503, ["error": "STORAGE_UNAVAILABLE"], headers: [("retry-after", "5")]))
                 }
             }
         }

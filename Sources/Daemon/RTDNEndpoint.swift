@@ -22,14 +22,10 @@ struct RTDNEndpoint: Sendable {
 
     func precheck(_ request: HTTPRequest) -> HTTPResponse? {
         guard request.method == "POST" else {
-            var r = NotificationEndpoint.json(405, ["error": "METHOD_NOT_ALLOWED"])
-            r.headers.append(("allow", "POST"))
-            return r
+            return NotificationEndpoint.json(405, ["error": "METHOD_NOT_ALLOWED"], headers: [("allow", "POST")])
         }
         if let reason = unavailable() {
-            var r = NotificationEndpoint.json(503, ["error": reason])
-            r.headers.append(("retry-after", "5"))
-            return r
+            return NotificationEndpoint.json(503, ["error": reason], headers: [("retry-after", "5")])
         }
         return nil
     }
@@ -54,9 +50,7 @@ struct RTDNEndpoint: Sendable {
                 respond(NotificationEndpoint.json(400, ["error": reason]))
             case .unavailable(let detail):
                 log(summary, "unavailable", status: 503, started: started, peer: peer, detail: detail)
-                var r = NotificationEndpoint.json(503, ["error": "UNAVAILABLE"])
-                r.headers.append(("retry-after", "10"))
-                respond(r)
+                respond(NotificationEndpoint.json(503, ["error": "UNAVAILABLE"], headers: [("retry-after", "10")]))
             }
         }
     }
