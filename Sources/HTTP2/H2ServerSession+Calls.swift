@@ -12,7 +12,7 @@ extension H2ServerSession {
             exchangeData(stream, bytes)
             return
         }
-        if case .bidi = stream.route {
+        if stream.route?.kind == .bidi {
             guard let receiver = stream.receiver else { return }
             if let error = stream.streamDeframer?.append(bytes, { receiver.onMessage($0) }) {
                 act(stream, stream.state.fail(error))
@@ -43,7 +43,7 @@ extension H2ServerSession {
         if stream.bufferedBytes == 0 { return }
         if stream.state.isExchange {
             stream.exchange?.requestBody = []
-        } else if case .bidi = stream.route {
+        } else if stream.route?.kind == .bidi {
             stream.streamDeframer = nil
         } else {
             stream.deframer = MessageDeframer(maxMessageBytes: shared.configuration.maxMessageBytes)
@@ -92,20 +92,20 @@ extension H2ServerSession {
         stream.requestNumber = shared.nextRequestNumber()
         shared.callStarted()
         return CallContext(
-            method: stream.methodName, metadata: stream.metadata, deadline: deadline, peer: peer,
+            method: stream.methodName, metadata: stream.head.metadata, deadline: deadline, peer: peer,
             requestID: RequestID(prefix: shared.requestIDPrefix, number: stream.requestNumber),
             cancellation: cancellation, peerSubject: peerSubject)
     }
 
     /// A bidirectional call starts at its headers: the handler gets a writer and returns its receiver.
     func startBidi(_ stream: ServerStream) {
-        guard case .bidi(_, let handler) = stream.route else { return }
+        guard let handler = stream.route?.bidi else { return }
         stream.capDeadline = 0
         var deadline: ContinuousClock.Instant?
         let id = stream.id
         // A streaming call: no cap; a grpc-timeout that cannot be read is ignored (no deadline).
         if case .timer(let nanos) = CallRules.deadline(
-            timeout: stream.timeout, streaming: true, capNanoseconds: shared.configuration.maxDeadlineNanoseconds)
+            timeout: stream.head.timeout, streaming: true, capNanoseconds: shared.configuration.maxDeadlineNanoseconds)
         {
             deadline = ContinuousClock.now.advanced(by: .nanoseconds(nanos))
             stream.timerID = host.schedule(afterNanoseconds: nanos) { [self] in
@@ -142,7 +142,7 @@ extension H2ServerSession {
             return
         }
         let streaming = stream.state.isStreaming
-        let rule = CallRules.deadline(timeout: stream.timeout, streaming: streaming, capNanoseconds: shared.configuration.maxDeadlineNanoseconds)
+        let rule = CallRules.deadline(timeout: stream.head.timeout, streaming: streaming, capNanoseconds: shared.configuration.maxDeadlineNanoseconds)
         if case .malformed(let error) = rule {
             act(stream, stream.state.fail(error))
             return
@@ -169,17 +169,15 @@ extension H2ServerSession {
         }
         let context = begin(stream, deadline: deadline)
         let id = stream.id
-        switch stream.route {
-        case .serverStreaming(_, let handler):
+        guard let route = stream.route else { return }
+        if let handler = route.unary {
+            handler(context, message, Responder(sink: self, id: id))
+        } else if let handler = route.serverStreaming {
             let writer = StreamWriter(cancellation: context.cancellation) { [self] event in
                 self.host.execute { self.streamEvent(streamID: id, event) }
             }
             stream.writer = writer
             handler(context, message, writer)
-        case .unary(_, let handler):
-            handler(context, message, Responder(sink: self, id: id))
-        case .bidi, nil:
-            break
         }
     }
 

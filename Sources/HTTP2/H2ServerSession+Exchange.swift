@@ -8,13 +8,13 @@ extension H2ServerSession {
     /// goes out once the request has ended (its body is read and dropped meanwhile, within the request
     /// timeout: a client still sending is not cut off mid-request); otherwise the body is read for the handler.
     func exchangeVerdict(_ stream: ServerStream, _ http: HTTPService) -> StreamState.Verdict {
-        if stream.headerListTooLarge {
+        if stream.head.tooLarge {
             stream.response = .headersTooLarge
         } else if draining {
             stream.response = .shuttingDown
         } else {
             let request = exchangeRequest(stream)
-            if let early = http.early(request, headerBytes: stream.headerBytes) {
+            if let early = http.early(request, headerBytes: stream.head.headerBytes) {
                 stream.response = early
             } else {
                 stream.exchangeState.request = request  // built once, for the precheck and the handler
@@ -26,10 +26,10 @@ extension H2ServerSession {
 
     /// The request as the service sees it (the body is added at dispatch).
     func exchangeRequest(_ stream: ServerStream) -> HTTPRequest {
-        var headers = stream.metadata
-        if !stream.contentType.isEmpty { headers.append(("content-type", stream.contentType)) }
-        let path = stream.path.firstIndex(of: "?").map { String(stream.path[..<$0]) } ?? stream.path
-        return HTTPRequest(method: stream.method, path: path, headers: headers, body: [], peer: peer, httpVersion: "HTTP/2")
+        var headers = stream.head.metadata
+        if !stream.head.contentType.isEmpty { headers.append(("content-type", stream.head.contentType)) }
+        let path = stream.head.path.firstIndex(of: "?").map { String(stream.head.path[..<$0]) } ?? stream.head.path
+        return HTTPRequest(method: stream.head.method, path: path, headers: headers, body: [], peer: peer, httpVersion: "HTTP/2")
     }
 
     /// A chunk of an exchange's body: kept within the service's limit (over it: 413 at once) and the
@@ -82,7 +82,7 @@ extension H2ServerSession {
     func submitResponse(_ stream: ServerStream) {
         guard let session, let response = stream.response else { return }
         stream.response = nil
-        if response.stream == nil, response.headers.isEmpty, response.status == 200, !response.body.isEmpty, stream.method != "HEAD",
+        if response.stream == nil, response.headers.isEmpty, response.status == 200, !response.body.isEmpty, stream.head.method != "HEAD",
             let common = Self.okHeaders(response.contentType)
         {
             // The usual RPC answer: a block laid out once (over HTTP/2 the body's end is END_STREAM; no content-length).
@@ -118,7 +118,7 @@ extension H2ServerSession {
             nghttp2_submit_response(session, stream.id, headers.nva, headers.count, &provider)
             return
         }
-        if response.body.isEmpty || stream.method == "HEAD" {
+        if response.body.isEmpty || stream.head.method == "HEAD" {
             nghttp2_submit_response(session, stream.id, headers.nva, headers.count, nil)
             return
         }

@@ -17,6 +17,8 @@ extension H2ServerSession {
         }
         streams.insert(stream, id: streamID)
         lastStream = stream
+        reading.reset()
+        readingStreamID = streamID
     }
 
     /// The open stream `id`, or nil.
@@ -28,32 +30,46 @@ extension H2ServerSession {
         return found
     }
 
-    /// One request field: checked (RFC 9113), counted against the header list limit, and kept when the
-    /// server reads it (path, method, content type, timeout, metadata).
+    /// One field of a header block. A request's block is read into `reading` (no stream lookup per field);
+    /// trailers and what follows a malformed field take the slower path.
+    @inline(__always)
     func header(
-        streamID: Int32, name: UnsafeBufferPointer<UInt8>, value rawValue: UnsafeBufferPointer<UInt8>,
-        trailer: Bool
+        streamID: Int32, name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>, trailer: Bool
     ) {
-        guard let stream = stream(streamID), stream.state.readsFields else { return }
+        if streamID == readingStreamID && !trailer {
+            requestField(name: name, value: value)
+        } else {
+            otherField(streamID: streamID, name: name, value: value, trailer: trailer)
+        }
+    }
+
+    /// A field of the request block being read: checked (RFC 9113), counted against the header list limit,
+    /// and kept when the server reads it (path, method, content type, timeout, metadata).
+    private func requestField(name: UnsafeBufferPointer<UInt8>, value rawValue: UnsafeBufferPointer<UInt8>) {
         let kind = FieldName.of(name)
-        switch RequestFieldCheck.check(name: name, kind: kind, value: rawValue, trailer: trailer, stream: stream) {
+        // Copied out and back: two inout accesses into `reading` at once would overlap (exclusivity).
+        var pseudoFields = reading.pseudoFields, sawRegularField = reading.sawRegularField
+        let verdict = RequestFieldCheck.check(
+            name: name, kind: kind, value: rawValue, trailer: false, pseudoFields: &pseudoFields, sawRegularField: &sawRegularField)
+        reading.pseudoFields = pseudoFields
+        reading.sawRegularField = sawRegularField
+        switch verdict {
         case .use: break
         case .skip: return
         case .malformed:
-            act(stream, stream.state.malformed())
+            malformedBlock()
             return
         }
-        if trailer { return }  // gRPC requests carry no trailers worth reading
-        stream.headerBytes += name.count + rawValue.count + 32
-        if stream.headerBytes > shared.configuration.maxHeaderListBytes {
+        reading.headerBytes += name.count + rawValue.count + 32
+        if reading.headerBytes > shared.configuration.maxHeaderListBytes {
             // Answered with RESOURCE_EXHAUSTED once the block ends; what was kept is dropped now.
-            if !stream.headerListTooLarge {
-                stream.headerListTooLarge = true
-                stream.metadata = []
+            if !reading.tooLarge {
+                reading.tooLarge = true
+                reading.metadata = []
             }
             return
         }
-        if stream.headerListTooLarge { return }
+        if reading.tooLarge { return }
         // Most fields are transport details no handler reads: their values are never copied.
         switch kind {
         case .path:
@@ -62,20 +78,41 @@ extension H2ServerSession {
                 lastPath = Array(value)
                 lastPathString = String(decoding: value, as: UTF8.self)
             }
-            stream.path = lastPathString
+            reading.path = lastPathString
         case .method:
             let value = trimmed(rawValue)
-            stream.method = ByteLiteral.equal(value, "POST") ? "POST" : String(decoding: value, as: UTF8.self)
+            reading.method = ByteLiteral.equal(value, "POST") ? "POST" : String(decoding: value, as: UTF8.self)
         case .contentType:
             let value = trimmed(rawValue)
-            stream.contentType = ByteLiteral.equal(value, "application/grpc") ? "application/grpc" : String(decoding: value, as: UTF8.self)
+            reading.contentType = ByteLiteral.equal(value, "application/grpc") ? "application/grpc" : String(decoding: value, as: UTF8.self)
         case .grpcTimeout:
-            stream.timeout = String(decoding: trimmed(rawValue), as: UTF8.self)
+            reading.timeout = String(decoding: trimmed(rawValue), as: UTF8.self)
         case .otherPseudo, .unread, .connectionSpecific:
             return
         case .other:
-            stream.metadata.append(metadataStrings(name, trimmed(rawValue)))
+            reading.metadata.append(metadataStrings(name, trimmed(rawValue)))
         }
+    }
+
+    /// The block being read broke RFC 9113: its stream is reset, and its remaining fields are passed over.
+    @inline(never)
+    private func malformedBlock() {
+        let id = readingStreamID
+        readingStreamID = 0
+        if let stream = stream(id) { act(stream, stream.state.malformed()) }
+    }
+
+    /// A trailer field (checked, then not read: gRPC requests carry no trailers worth reading), or a field of
+    /// a block already found malformed (its stream no longer reads fields).
+    @inline(never)
+    private func otherField(streamID: Int32, name: UnsafeBufferPointer<UInt8>, value: UnsafeBufferPointer<UInt8>, trailer: Bool) {
+        guard let stream = stream(streamID), stream.state.readsFields else { return }
+        // Trailers carry no pseudo-header field and come after the request's (8.1): only the field's own checks apply.
+        var pseudoFields = PseudoField.required | PseudoField.authority
+        var sawRegularField = true
+        let verdict = RequestFieldCheck.check(
+            name: name, value: value, trailer: trailer, pseudoFields: &pseudoFields, sawRegularField: &sawRegularField)
+        if verdict == .malformed { act(stream, stream.state.malformed()) }
     }
 
     /// The Strings of a metadata field. A connection's calls repeat the same few fields (content-length,
@@ -107,6 +144,11 @@ extension H2ServerSession {
     /// The request's headers are complete: judge them, route them, and dispatch if the body is empty.
     func headersComplete(streamID: Int32, endStream: Bool) {
         guard let stream = stream(streamID), stream.state.isIdle else { return }
+        if readingStreamID == streamID {
+            // Exchanged, not copied: the stream's cleared head (its buffers) is the next block's.
+            swap(&stream.head, &reading)
+            readingStreamID = 0
+        }
         stream.startedAt = host.now()
         // A request body that never ends must not hold the stream forever: the sweep ends it at the cap.
         stream.capDeadline = CallRules.capDeadline(from: stream.startedAt, capNanoseconds: shared.configuration.maxDeadlineNanoseconds)
@@ -117,37 +159,33 @@ extension H2ServerSession {
     /// first, then HTTP, drain, authentication and routing), and a routed call keeps its route.
     private func verdict(_ stream: ServerStream) -> StreamState.Verdict {
         switch CallRules.screen(
-            requiredPseudoFields: stream.pseudoFields & PseudoField.required == PseudoField.required,
-            servesHTTP: shared.configuration.http != nil, post: stream.method == "POST",
-            grpcContentType: GRPCHeaders.isGRPCContentType(stream.contentType),
-            headerListTooLarge: stream.headerListTooLarge, maxHeaderListBytes: shared.configuration.maxHeaderListBytes,
+            requiredPseudoFields: stream.head.pseudoFields & PseudoField.required == PseudoField.required,
+            servesHTTP: shared.configuration.http != nil, post: stream.head.method == "POST",
+            grpcContentType: GRPCHeaders.isGRPCContentType(stream.head.contentType),
+            headerListTooLarge: stream.head.tooLarge, maxHeaderListBytes: shared.configuration.maxHeaderListBytes,
             draining: draining, servesGRPC: shared.configuration.servesGRPC)
         {
         case .decided(let verdict): return verdict
         case .exchange: return exchangeVerdict(stream, shared.configuration.http!)  // `servesHTTP`: it is there
         case .route: break
         }
-        let router = shared.router
-        let path = stream.path
-        let route: Router.Route?
+        let path = stream.head.path
+        let route: RoutedMethod?
         if let routedPath, routedPath == path {
             route = routed
         } else {
-            route = router.resolve(path: path)
+            route = shared.router.resolve(path: path).map(RoutedMethod.init)
             routedPath = path
             routed = route
         }
         stream.knownMethod = route != nil
         // Before anything per method, unknown methods included: their names are the peer's to choose.
-        let refusal = router.authenticates ? authenticate(stream, path: path, router: router) : nil
+        let refusal = shared.authenticates ? authenticate(stream, path: path) : nil
         let verdict = CallRules.routed(route?.kind, path: path, refusal: refusal)
         guard case .route = verdict, let route else { return verdict }
         stream.route = route
-        switch route {
-        case .unary(let method, _), .serverStreaming(let method, _):
-            stream.methodName = method
-        case .bidi(let method, _):
-            stream.methodName = method
+        stream.methodName = route.method
+        if route.kind == .bidi {
             stream.streamDeframer = MessageStreamDeframer(maxMessageBytes: shared.configuration.maxMessageBytes)
         }
         return verdict
@@ -156,13 +194,13 @@ extension H2ServerSession {
     /// What the interceptors say of a call before it is routed (nil: accepted). The call's cancellation is
     /// made here, and kept for the call.
     @inline(__always)
-    private func authenticate(_ stream: ServerStream, path: String, router: Router) -> RPCError? {
+    private func authenticate(_ stream: ServerStream, path: String) -> RPCError? {
         let cancellation = stream.cancellation ?? Cancellation(keepsNotes: shared.configuration.keepsCallNotes)
         stream.cancellation = cancellation
         let context = CallContext(
-            method: CallRules.methodName(path: path), metadata: stream.metadata, peer: peer,
+            method: CallRules.methodName(path: path), metadata: stream.head.metadata, peer: peer,
             cancellation: cancellation, peerSubject: peerSubject)
-        return router.refusal(for: context)
+        return shared.router.refusal(for: context)
     }
 }
 

@@ -25,12 +25,17 @@ final class H2ServerSession: ResponseSink, @unchecked Sendable {
     /// The stream the last lookup found: nghttp2 calls back for one stream many times in a row
     /// (begin, each header, end of headers, the answer), so most lookups skip the dictionary's hashing.
     var lastStream: ServerStream?
+    /// The request header block being read (nghttp2 delivers a block's fields in a row: HEADERS and its
+    /// CONTINUATIONs are never interleaved with another stream's frames, RFC 9113 6.10) and its stream id
+    /// (0: none). Kept here, not on the stream, so that a field costs no stream lookup.
+    var reading = RequestHead()
+    var readingStreamID: Int32 = 0
     /// Closed unary streams kept for the next ones (no allocation per call once warm).
     var spareStreams: [ServerStream] = []
     static let maxSpareStreams = 64
     /// The route of the last `:path` routed on this session (one method called again and again).
     var routedPath: String?
-    var routed: Router.Route?
+    var routed: RoutedMethod?
     /// Request bytes held in unfinished messages over all streams (`maxConnectionBufferBytes`).
     var bufferedRequestBytes = 0
     /// The last `:path` seen and its String: a connection usually calls one method again and again.
@@ -220,7 +225,7 @@ final class H2ServerSession: ResponseSink, @unchecked Sendable {
         switch action {
         case .none: return
         case .reset:
-            stream.metadata = []
+            stream.head.metadata = []
             if let session {
                 nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), stream.id, UInt32(NGHTTP2_PROTOCOL_ERROR.rawValue))
             }

@@ -1,6 +1,6 @@
 import Glibc
 
-/// The request pseudo-header fields, as bits of `ServerStream.pseudoFields`.
+/// The request pseudo-header fields, as bits of `RequestHead.pseudoFields`.
 enum PseudoField {
     static let method: UInt8 = 1, scheme: UInt8 = 2, path: UInt8 = 4, authority: UInt8 = 8
     /// What every request but CONNECT carries (RFC 9113 8.3.1); gRPC never uses CONNECT.
@@ -79,20 +79,6 @@ enum RequestFieldCheck {
         case skip
         /// The request is malformed: RST_STREAM PROTOCOL_ERROR.
         case malformed
-    }
-
-    /// The verdict on one field of `stream`, whose name is `kind` (`FieldName.of(name)`).
-    @inline(__always)
-    static func check(
-        name: UnsafeBufferPointer<UInt8>, kind: FieldName, value: UnsafeBufferPointer<UInt8>, trailer: Bool,
-        stream: ServerStream
-    ) -> Verdict {
-        var pseudo = stream.pseudoFields
-        var regular = stream.sawRegularField
-        let verdict = check(name: name, kind: kind, value: value, trailer: trailer, pseudoFields: &pseudo, sawRegularField: &regular)
-        stream.pseudoFields = pseudo
-        stream.sawRegularField = regular
-        return verdict
     }
 
     /// `pseudoFields` and `sawRegularField` carry what the stream's earlier fields were.

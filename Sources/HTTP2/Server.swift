@@ -52,6 +52,9 @@ final class ServerShared: Sendable {
     let router: Router
     /// The interceptors that want each call's record, as one closure (the record is built only then).
     let observer: (@Sendable (CallRecord) -> Void)?
+    /// Whether the router's interceptors check calls before routing (read per call: asking the Router, a
+    /// struct from another module, copied it with its three dictionaries).
+    let authenticates: Bool
     let connections = Atomic<Int>(0)
     let refusedConnections = Atomic<Int>(0)
     /// Open connections by peer address (only when `maxConnectionsPerAddress` is set).
@@ -66,6 +69,7 @@ final class ServerShared: Sendable {
         self.configuration = configuration
         self.router = router
         self.observer = router.callObserver
+        self.authenticates = router.authenticates
         self.byCode = CodeCounters()
         let random = UInt32.random(in: 0...UInt32.max)
         self.requestIDPrefix = String(random, radix: 16)
@@ -116,7 +120,7 @@ final class ServerShared: Sendable {
         let method =
             !stream.methodName.isEmpty
             ? stream.methodName
-            : (stream.path.hasPrefix("/") ? String(stream.path.dropFirst()) : stream.path)
+            : (stream.head.path.hasPrefix("/") ? String(stream.head.path.dropFirst()) : stream.head.path)
         observer(
             CallRecord(
                 method: method, knownMethod: stream.knownMethod,

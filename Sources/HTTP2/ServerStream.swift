@@ -6,19 +6,11 @@ import RPC
 final class ServerStream {
     private(set) var id: Int32
     var state = StreamState()
-    var method = ""
-    var path = ""
-    var contentType = ""
-    var timeout = ""
-    var metadata: [(name: String, value: String)] = []
-    var headerBytes = 0
-    /// The header block went over `--max-header-list-bytes`: answered RESOURCE_EXHAUSTED, never dispatched.
-    var headerListTooLarge = false
-    /// Request pseudo-header fields seen (PseudoField bits) and whether a regular field came (RequestFieldCheck).
-    var pseudoFields: UInt8 = 0
-    var sawRegularField = false
+    /// What the request's header block said: the session gathers it and hands it over whole when the block
+    /// ends (`H2ServerSession.headersComplete`); empty until then.
+    var head = RequestHead()
     /// Where the call goes, once its headers are routed.
-    var route: Router.Route?
+    var route: RoutedMethod?
     /// A bidirectional call's receiver, and the splitter of its request messages.
     var receiver: StreamReceiver?
     var streamDeframer: MessageStreamDeframer?
@@ -68,8 +60,7 @@ final class ServerStream {
     /// Whether a closed stream may be kept for the session's next one: unary calls only (a streaming
     /// call's writer or receiver may still be held elsewhere).
     var reusable: Bool {
-        if case .unary = route { return writer == nil && receiver == nil && streamDeframer == nil }
-        return route == nil && writer == nil && receiver == nil && streamDeframer == nil
+        writer == nil && receiver == nil && streamDeframer == nil && (route == nil || route!.kind == .unary)
     }
 
     /// A spare stream (cleared by `clear` when it closed) takes stream `id`: nothing else to reset.
@@ -81,16 +72,8 @@ final class ServerStream {
     func clear(maxMessageBytes: Int) {
         id = 0
         state = StreamState()
-        method = ""
-        path = ""
-        contentType = ""
-        timeout = ""
-        // Its buffer is kept for the next call's metadata (the call's context, which shared it, is gone).
-        if !metadata.isEmpty { metadata.removeAll(keepingCapacity: true) }
-        headerBytes = 0
-        headerListTooLarge = false
-        pseudoFields = 0
-        sawRegularField = false
+        // The metadata's buffer is kept for a later call (the call's context, which shared it, is gone).
+        head.reset()
         route = nil
         deframer = MessageDeframer(maxMessageBytes: maxMessageBytes)
         bufferedBytes = 0
