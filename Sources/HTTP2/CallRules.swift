@@ -93,6 +93,12 @@ enum CallRules {
         return .none
     }
 
+    /// The monotonic instant `nanoseconds` after `start` (a monotonic reading, never 0): a call's deadline.
+    @inline(__always)
+    static func deadline(from start: UInt64, after nanoseconds: Int64) -> UInt64 {
+        start &+ UInt64(max(0, nanoseconds))
+    }
+
     /// The monotonic instant at which the server's cap ends a call counted from `start`, or 0 (no cap).
     @inline(__always)
     static func capDeadline(from start: UInt64, capNanoseconds: Int64) -> UInt64 {

@@ -85,29 +85,41 @@ extension H2ServerSession {
         act(stream, stream.state.closed())
     }
 
-    /// A new call's context and cancellation (the authentication check may have made the cancellation).
-    private func begin(_ stream: ServerStream, deadline: ContinuousClock.Instant?) -> CallContext {
-        let cancellation = stream.cancellation ?? Cancellation(keepsNotes: shared.configuration.keepsCallNotes)
-        stream.cancellation = cancellation
+    /// The stream's call object, ready to be given a call's fields: the one kept from its last call (or from
+    /// the authentication check) when nothing else holds it, else a new one with the same cancellation.
+    @inline(__always)
+    func readyCall(_ stream: ServerStream) -> CallInfo {
+        if !isKnownUniquelyReferenced(&stream.call) {
+            stream.call = CallInfo(
+                method: "", metadata: [], monotonicDeadline: 0, peer: peer,
+                requestID: RequestID(prefix: shared.requestIDPrefix, number: 0),
+                cancellation: stream.call?.cancellation ?? Cancellation(keepsNotes: shared.configuration.keepsCallNotes),
+                peerSubject: peerSubject)
+        }
+        return stream.call!
+    }
+
+    /// A new call's context (the authentication check may have made its call object).
+    @inline(__always)
+    private func begin(_ stream: ServerStream, deadline: UInt64) -> CallContext {
+        let info = readyCall(stream)
         stream.requestNumber = shared.nextRequestNumber()
         shared.callStarted()
-        return CallContext(
-            method: stream.methodName, metadata: stream.head.metadata, deadline: deadline, peer: peer,
-            requestID: RequestID(prefix: shared.requestIDPrefix, number: stream.requestNumber),
-            cancellation: cancellation, peerSubject: peerSubject)
+        info.prepare(method: stream.methodName, metadata: stream.head.metadata, monotonicDeadline: deadline, requestNumber: stream.requestNumber)
+        return CallContext(info)
     }
 
     /// A bidirectional call starts at its headers: the handler gets a writer and returns its receiver.
     func startBidi(_ stream: ServerStream) {
         guard let handler = stream.route?.bidi else { return }
         stream.capDeadline = 0
-        var deadline: ContinuousClock.Instant?
+        var deadline: UInt64 = 0
         let id = stream.id
         // A streaming call: no cap; a grpc-timeout that cannot be read is ignored (no deadline).
         if case .timer(let nanos) = CallRules.deadline(
             timeout: stream.head.timeout, streaming: true, capNanoseconds: shared.configuration.maxDeadlineNanoseconds)
         {
-            deadline = ContinuousClock.now.advanced(by: .nanoseconds(nanos))
+            deadline = CallRules.deadline(from: host.now(), after: nanos)
             stream.timerID = host.schedule(afterNanoseconds: nanos) { [self] in
                 guard let s = self.stream(id) else { return }
                 s.timerID = nil
@@ -149,16 +161,16 @@ extension H2ServerSession {
         }
         stream.state.handedOver()
         stream.capDeadline = 0
-        var deadline: ContinuousClock.Instant?
+        var deadline: UInt64 = 0
         switch rule {
         case .none, .malformed:
             break
         case .cap(let cap):
             // The cap alone: the once-a-second sweep enforces it, no timer per call.
-            deadline = ContinuousClock.now.advanced(by: .nanoseconds(cap))
-            stream.capDeadline = CallRules.capDeadline(from: host.now(), capNanoseconds: cap)
+            deadline = CallRules.deadline(from: host.now(), after: cap)
+            stream.capDeadline = deadline
         case .timer(let nanos):
-            deadline = ContinuousClock.now.advanced(by: .nanoseconds(nanos))
+            deadline = CallRules.deadline(from: host.now(), after: nanos)
             let id = stream.id
             stream.timerID = host.schedule(afterNanoseconds: nanos) { [self] in
                 guard let s = self.stream(id) else { return }
@@ -167,12 +179,14 @@ extension H2ServerSession {
                 self.act(s, s.state.deadline())
             }
         }
-        let context = begin(stream, deadline: deadline)
         let id = stream.id
         guard let route = stream.route else { return }
+        // The context is made in the call's argument list: bound to a local first, it was copied once and
+        // destroyed twice (about 450 instructions a call).
         if let handler = route.unary {
-            handler(context, message, Responder(sink: self, id: id))
+            handler(begin(stream, deadline: deadline), message, Responder(sink: self, id: id))
         } else if let handler = route.serverStreaming {
+            let context = begin(stream, deadline: deadline)
             let writer = StreamWriter(cancellation: context.cancellation) { [self] event in
                 self.host.execute { self.streamEvent(streamID: id, event) }
             }

@@ -191,16 +191,13 @@ extension H2ServerSession {
         return verdict
     }
 
-    /// What the interceptors say of a call before it is routed (nil: accepted). The call's cancellation is
-    /// made here, and kept for the call.
+    /// What the interceptors say of a call before it is routed (nil: accepted). The call's object (and its
+    /// cancellation) is made here, and kept for the call.
     @inline(__always)
     private func authenticate(_ stream: ServerStream, path: String) -> RPCError? {
-        let cancellation = stream.cancellation ?? Cancellation(keepsNotes: shared.configuration.keepsCallNotes)
-        stream.cancellation = cancellation
-        let context = CallContext(
-            method: CallRules.methodName(path: path), metadata: stream.head.metadata, peer: peer,
-            cancellation: cancellation, peerSubject: peerSubject)
-        return shared.router.refusal(for: context)
+        let info = readyCall(stream)
+        info.prepare(method: CallRules.methodName(path: path), metadata: stream.head.metadata, monotonicDeadline: 0, requestNumber: 0)
+        return shared.router.refusal(for: CallContext(info))
     }
 }
 

@@ -23,7 +23,10 @@ final class ServerStream {
     var timerID: Int?
     /// Monotonic deadline from the server's cap (checked by the sweep), or 0.
     var capDeadline: UInt64 = 0
-    var cancellation: Cancellation?
+    /// The call's context object (its fields and cancellation), kept for the stream's next call when nothing
+    /// else holds it (`H2ServerSession.readyCall`).
+    var call: CallInfo?
+    var cancellation: Cancellation? { call?.cancellation }
     var startedAt: UInt64 = 0
     var methodName = ""
     /// The router knows `path`; calls to other paths share one metric label.
@@ -72,6 +75,9 @@ final class ServerStream {
     func clear(maxMessageBytes: Int) {
         id = 0
         state = StreamState()
+        // Kept for the next call when nothing else holds it or its cancellation (the handler and its
+        // closures are done): two allocations less per call. Before `head`: the call shared its metadata.
+        if !(isKnownUniquelyReferenced(&call) && call!.reset()) { call = nil }
         // The metadata's buffer is kept for a later call (the call's context, which shared it, is gone).
         head.reset()
         route = nil
@@ -79,13 +85,6 @@ final class ServerStream {
         bufferedBytes = 0
         timerID = nil
         capDeadline = 0
-        // Kept for the next call when nothing else holds it (the handler and its closures are done): one
-        // allocation less per call.
-        if isKnownUniquelyReferenced(&cancellation) {
-            cancellation?.reset()
-        } else {
-            cancellation = nil
-        }
         startedAt = 0
         methodName = ""
         knownMethod = false
