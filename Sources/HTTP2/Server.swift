@@ -121,12 +121,21 @@ final class ServerShared: Sendable {
             !stream.methodName.isEmpty
             ? stream.methodName
             : (stream.head.path.hasPrefix("/") ? String(stream.head.path.dropFirst()) : stream.head.path)
-        observer(
-            CallRecord(
+        let notes = stream.cancellation?.noted ?? []
+        // The stream's record from its last call when no observer kept it (a stream stays on its session:
+        // peer, subject and prefix are the same): no allocation per call.
+        if isKnownUniquelyReferenced(&stream.record) {
+            stream.record!.update(
+                method: method, knownMethod: stream.knownMethod, code: code, reason: reason, durationNanoseconds: elapsed,
+                requestNumber: stream.requestNumber, notes: notes)
+        } else {
+            stream.record = CallRecord(
                 method: method, knownMethod: stream.knownMethod,
                 code: code, reason: reason, durationNanoseconds: elapsed, peer: peer,
                 requestIDPrefix: requestIDPrefix, requestNumber: stream.requestNumber,
-                notes: stream.cancellation?.noted ?? [], peerSubject: peerSubject))
+                notes: notes, peerSubject: peerSubject)
+        }
+        observer(stream.record!)
     }
 }
 

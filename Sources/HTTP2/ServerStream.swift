@@ -27,6 +27,8 @@ final class ServerStream {
     /// else holds it (`H2ServerSession.readyCall`).
     var call: CallInfo?
     var cancellation: Cancellation? { call?.cancellation }
+    /// The record of the stream's last call, reused for its next one (`ServerShared.finished`).
+    var record: CallRecord?
     var startedAt: UInt64 = 0
     var methodName = ""
     /// The router knows `path`; calls to other paths share one metric label.

@@ -18,8 +18,12 @@ public struct CallNotes: ~Copyable, Sendable {
     }
 
     /// The facts noted so far, in the order they were noted.
-    public var noted: [(String, String)] { entries.withLock { $0 } }
+    public var noted: [(String, String)] { keeps ? entries.withLock { $0 } : [] }
 
-    /// Empty again, for the transport's next call on the same stream object.
-    package func reset() { entries.withLock { $0.removeAll(keepingCapacity: true) } }
+    /// Empty again, for the transport's next call on the same stream object. (Notes that are not kept
+    /// are never written: no lock to take.)
+    package func reset() {
+        guard keeps else { return }
+        entries.withLock { $0.removeAll(keepingCapacity: true) }
+    }
 }

@@ -40,43 +40,71 @@ public struct ServerInterceptor: Sendable {
 }
 
 /// The end of one call, for logs and metrics.
-public final class CallRecord: Sendable {
-    public let method: String
+///
+/// A class, not a struct: the record passes through the observers' closures, and each copy of a struct of
+/// eleven fields retained and released every string in it (18 reference-count operations a call). A
+/// transport may reuse one for its next call (`update`) once no observer kept it.
+public final class CallRecord: @unchecked Sendable {
+    // @unchecked Sendable: the `var` fields are written only by `init` and by `update`, which the transport
+    // calls only while it holds the sole reference (no other thread can see the object then). For the same
+    // reason they are read through getters compiled here (hot-path module, no dynamic exclusivity checks): as
+    // public stored `var`s, every read in an observer's module was a `swift_beginAccess` (about 75 instructions).
+    public var method: String { storedMethod }
+    private var storedMethod: String
     /// False for a path the router does not know: metrics label such calls `unknown`, whatever they named.
-    public let knownMethod: Bool
-    public let code: StatusCode
-    public let reason: String?
-    public let durationNanoseconds: UInt64
+    public var knownMethod: Bool { storedKnownMethod }
+    private var storedKnownMethod: Bool
+    public var code: StatusCode { storedCode }
+    private var storedCode: StatusCode
+    public var reason: String? { storedReason }
+    private var storedReason: String?
+    public var durationNanoseconds: UInt64 { storedDurationNanoseconds }
+    private var storedDurationNanoseconds: UInt64
     public let peer: String
     /// Formatted only when read (logging), not for every call.
     public var requestID: String { requestNumber == 0 ? "" : RequestID(prefix: requestIDPrefix, number: requestNumber).description }
     public let requestIDPrefix: String
-    public let requestNumber: UInt64
+    public var requestNumber: UInt64 { storedRequestNumber }
+    private var storedRequestNumber: UInt64
     /// Facts the handler noted (`order_id`, `account_id`).
-    public let notes: [(String, String)]
+    public var notes: [(String, String)] { storedNotes }
+    private var storedNotes: [(String, String)]
     /// The client certificate's subject under mutual TLS.
     public let peerSubject: String?
     /// The wire protocol the call came by: `grpc`, `connect` or `grpc-web` (a metric label: three values).
     public let wireProtocol: String
 
-    /// A class, not a struct: the record passes through the observers' closures, and each copy of a struct of
-    /// eleven fields retained and released every string in it (18 reference-count operations a call).
     public init(
         method: String, knownMethod: Bool, code: StatusCode, reason: String?, durationNanoseconds: UInt64, peer: String,
         requestIDPrefix: String, requestNumber: UInt64, notes: [(String, String)], peerSubject: String?,
         wireProtocol: String = "grpc"
     ) {
         self.wireProtocol = wireProtocol
-        self.method = method
-        self.knownMethod = knownMethod
-        self.code = code
-        self.reason = reason
-        self.durationNanoseconds = durationNanoseconds
+        self.storedMethod = method
+        self.storedKnownMethod = knownMethod
+        self.storedCode = code
+        self.storedReason = reason
+        self.storedDurationNanoseconds = durationNanoseconds
         self.peer = peer
         self.requestIDPrefix = requestIDPrefix
-        self.requestNumber = requestNumber
-        self.notes = notes
+        self.storedRequestNumber = requestNumber
+        self.storedNotes = notes
         self.peerSubject = peerSubject
+    }
+
+    /// The next call's end on the same connection (peer, subject, prefix and protocol stay). Only by the
+    /// transport that holds the sole reference (`isKnownUniquelyReferenced`).
+    package func update(
+        method: String, knownMethod: Bool, code: StatusCode, reason: String?, durationNanoseconds: UInt64,
+        requestNumber: UInt64, notes: [(String, String)]
+    ) {
+        self.storedMethod = method
+        self.storedKnownMethod = knownMethod
+        self.storedCode = code
+        self.storedReason = reason
+        self.storedDurationNanoseconds = durationNanoseconds
+        self.storedRequestNumber = requestNumber
+        if !(notes.isEmpty && storedNotes.isEmpty) { storedNotes = notes }
     }
 }
 
