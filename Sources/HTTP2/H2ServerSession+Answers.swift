@@ -32,7 +32,7 @@ extension H2ServerSession {
 
     /// After our END_STREAM, a client still sending learns it may stop.
     func sentEndStream(streamID: Int32) {
-        guard let stream = stream(streamID), !stream.state.requestEnded, let session else { return }
+        guard let session, withStream(streamID, { !$0.state.requestEnded }) == true else { return }
         nghttp2_submit_rst_stream(session, UInt8(NGHTTP2_FLAG_NONE.rawValue), streamID, UInt32(NGHTTP2_NO_ERROR.rawValue))
     }
 
@@ -42,9 +42,18 @@ extension H2ServerSession {
         streamID: Int32, into buffer: UnsafeMutablePointer<UInt8>, length: Int,
         flags: UnsafeMutablePointer<UInt32>
     ) -> Int {
-        guard let stream = stream(streamID), let session else {
+        guard let session,
+            let n = withStream(streamID, { readBody($0, into: buffer, length: length, flags: flags, session: session) })
+        else {
             return Int(NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE.rawValue)
         }
+        return n
+    }
+
+    private func readBody(
+        _ stream: ServerStream, into buffer: UnsafeMutablePointer<UInt8>, length: Int, flags: UnsafeMutablePointer<UInt32>,
+        session: OpaquePointer
+    ) -> Int {
         if let body = stream.bodyStream {
             // A body written while it is sent: what is there now, deferred until more comes, EOF at its end.
             let (bytes, ended) = body.take(max: length)

@@ -7,7 +7,11 @@ extension H2ServerSession {
     /// Request DATA: an exchange's body, a bidirectional call's messages, or the message of a unary or
     /// server-streaming call, counted in the connection's budget.
     func data(streamID: Int32, bytes: UnsafeRawBufferPointer) {
-        guard let stream = stream(streamID), stream.state.takesData else { return }
+        withStream(streamID) { data($0, bytes) }
+    }
+
+    private func data(_ stream: ServerStream, _ bytes: UnsafeRawBufferPointer) {
+        guard stream.state.takesData else { return }
         if stream.state.isExchange {
             exchangeData(stream, bytes)
             return
@@ -54,18 +58,19 @@ extension H2ServerSession {
 
     /// The request ended (END_STREAM).
     func requestEnded(streamID: Int32) {
-        guard let stream = stream(streamID) else { return }
-        act(stream, stream.state.requestEnd(atMessageBoundary: stream.streamDeframer?.isAtBoundary ?? true))
+        withStream(streamID) { stream in
+            act(stream, stream.state.requestEnd(atMessageBoundary: stream.streamDeframer?.isAtBoundary ?? true))
+        }
     }
 
     /// nghttp2 closed the stream: a unary one is cleared and kept for the next call.
     func streamClosed(streamID: Int32) {
-        if lastStream?.id == streamID { lastStream = nil }
+        if let last = lastStream, last._withUnsafeGuaranteedRef({ $0.id }) == streamID { lastStream = nil }
         guard let stream = streams.remove(streamID) else { return }
         abandon(stream)
         if stream.reusable && spareStreams.count < Self.maxSpareStreams {
             // Drop what the call held now (answer, handler, cancellation), not when the stream is reused.
-            stream.clear(maxMessageBytes: shared.configuration.maxMessageBytes)
+            stream.clear()
             spareStreams.append(stream)
         }
         if draining && streams.isEmpty { output.outputPending() }
@@ -207,7 +212,11 @@ extension H2ServerSession {
 
     private func complete(streamID: Int32, _ result: Result<[UInt8], RPCError>) {
         checkHost()
-        guard !closed, let stream = stream(streamID) else { return }
+        guard !closed else { return }
+        withStream(streamID) { complete($0, result) }
+    }
+
+    private func complete(_ stream: ServerStream, _ result: Result<[UInt8], RPCError>) {
         switch result {
         case .success(let framed):
             let action = stream.state.succeed()

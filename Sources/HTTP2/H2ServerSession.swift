@@ -22,9 +22,10 @@ final class H2ServerSession: ResponseSink, @unchecked Sendable {
     private(set) var session: OpaquePointer?
     // The state below is internal, not private, only for this type's extensions (H2ServerSession+*.swift).
     var streams = StreamTable()
-    /// The stream the last lookup found: nghttp2 calls back for one stream many times in a row
-    /// (begin, each header, end of headers, the answer), so most lookups skip the dictionary's hashing.
-    var lastStream: ServerStream?
+    /// The stream the last lookup found, unretained (`streams` keeps it; nil once it leaves the table):
+    /// nghttp2 calls back for one stream many times in a row (begin, end of headers, DATA, the answer), so
+    /// most lookups skip the table.
+    var lastStream: Unmanaged<ServerStream>?
     /// The request header block being read (nghttp2 delivers a block's fields in a row: HEADERS and its
     /// CONTINUATIONs are never interleaved with another stream's frames, RFC 9113 6.10) and its stream id
     /// (0: none). Kept here, not on the stream, so that a field costs no stream lookup.

@@ -74,7 +74,7 @@ final class ServerStream {
     }
 
     /// Makes a closed stream new again (what `init` would give, with no stream id yet) and drops what the call held.
-    func clear(maxMessageBytes: Int) {
+    func clear() {
         id = 0
         state = StreamState()
         // Kept for the next call when nothing else holds it or its cancellation (the handler and its
@@ -83,7 +83,7 @@ final class ServerStream {
         // The metadata's buffer is kept for a later call (the call's context, which shared it, is gone).
         head.reset()
         route = nil
-        deframer = MessageDeframer(maxMessageBytes: maxMessageBytes)
+        deframer.reset()
         bufferedBytes = 0
         timerID = nil
         capDeadline = 0

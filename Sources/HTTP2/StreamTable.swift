@@ -35,6 +35,18 @@ struct StreamTable {
         }
     }
 
+    /// The stream with `id`, unretained (the table keeps it), or nil.
+    @inline(__always)
+    func ref(_ id: Int32) -> Unmanaged<ServerStream>? {
+        var i = home(id)
+        while true {
+            let key = keys[i]
+            if key == id { return values[i].map { Unmanaged.passUnretained($0) } }
+            if key == 0 { return nil }
+            i = (i + 1) & mask
+        }
+    }
+
     /// Adds or replaces the stream with `id` (never 0).
     mutating func insert(_ stream: ServerStream, id: Int32) {
         if (count + 1) * 2 > keys.count { grow() }

@@ -8,6 +8,8 @@ import Synchronization
 public final class Cancellation: Sendable {
     private let flag = Atomic<Bool>(false)
     private let handler = Mutex<(@Sendable () -> Void)?>(nil)
+    /// Whether `onCancel` ever set a handler on this object (`reset` takes the lock only then).
+    private let armed = Atomic<Bool>(false)
     /// The facts a handler notes for the call's log line.
     public let notes: CallNotes
 
@@ -29,6 +31,7 @@ public final class Cancellation: Sendable {
     /// Runs `body` once when the call is cancelled (client reset, connection closed, deadline), at once if it
     /// already is; on the thread that cancels it. One handler per call (a later one replaces it).
     public func onCancel(_ body: @escaping @Sendable () -> Void) {
+        armed.store(true, ordering: .releasing)
         let now = handler.withLock { h -> Bool in
             if flag.load(ordering: .acquiring) { return true }
             h = body
@@ -46,7 +49,11 @@ public final class Cancellation: Sendable {
     /// New again, for the transport's next call on the same stream object; only when nothing else holds it.
     package func reset() {
         flag.store(false, ordering: .relaxed)
-        handler.withLock { $0 = nil }
+        // Only the transport holds this object now: no `onCancel` can run concurrently.
+        if armed.load(ordering: .acquiring) {
+            handler.withLock { $0 = nil }
+            armed.store(false, ordering: .relaxed)
+        }
         notes.reset()
     }
 }
