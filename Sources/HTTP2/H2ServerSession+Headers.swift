@@ -189,23 +189,18 @@ extension H2ServerSession {
         case .exchange: return exchangeVerdict(stream, shared.configuration.http!)  // `servesHTTP`: it is there
         case .route: break
         }
-        let path = stream.head.path
-        let route: RoutedMethod?
-        if let routedPath, routedPath == path {
-            route = routed
-        } else {
-            route = shared.router.resolve(path: path).map(RoutedMethod.init)
-            routedPath = path
-            routed = route
+        // Read in place, not bound to locals: each local copy of the path or the route was a reference count.
+        if routedPath != stream.head.path {
+            routed = shared.router.resolve(path: stream.head.path).map(RoutedMethod.init)
+            routedPath = stream.head.path
         }
-        stream.knownMethod = route != nil
+        stream.knownMethod = routed != nil
         // Before anything per method, unknown methods included: their names are the peer's to choose.
-        let refusal = shared.authenticates ? authenticate(stream, path: path) : nil
-        let verdict = CallRules.routed(route?.kind, path: path, refusal: refusal)
-        guard case .route = verdict, let route else { return verdict }
-        stream.route = route
-        stream.methodName = route.method
-        if route.kind == .bidi {
+        let refusal = shared.authenticates ? authenticate(stream, path: stream.head.path) : nil
+        let verdict = CallRules.routed(routed?.kind, path: stream.head.path, refusal: refusal)
+        guard case .route = verdict else { return verdict }
+        stream.route = routed
+        if stream.route!.kind == .bidi {
             stream.streamDeframer = MessageStreamDeframer(maxMessageBytes: shared.configuration.maxMessageBytes)
         }
         return verdict

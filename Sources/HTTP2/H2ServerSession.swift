@@ -44,6 +44,8 @@ final class H2ServerSession: ResponseSink, @unchecked Sendable {
     var lastPathString = ""
     /// The metadata fields seen last on this session, as bytes and as the Strings handed to calls.
     var recentMetadata: [(nameBytes: [UInt8], valueBytes: [UInt8], name: String, value: String, varies: Bool)] = []
+    /// The owner was told that output waits and has not asked for it since (`act` tells it once per flush).
+    private var outputRequested = false
     private(set) var draining = false
     private(set) var closed = false
     /// The block cache nghttp2 allocates from; freed after the session.
@@ -134,6 +136,7 @@ final class H2ServerSession: ResponseSink, @unchecked Sendable {
     /// in a row: a check per chunk was about 3 of the 4.4 confinement checks a call made).
     @inline(__always)
     func nextOutputOnHost() -> Output {
+        outputRequested = false
         guard let session else { return .idle }
         var data: UnsafePointer<UInt8>?
         let n = nghttp2_session_mem_send(session, &data)
@@ -294,7 +297,12 @@ final class H2ServerSession: ResponseSink, @unchecked Sendable {
             // and END_STREAM closes the stream (its DATA source with it).
             if let session { submitTrailers(stream, error, session: session) }
         }
-        output.outputPending()
+        // Once until the owner's next flush asks for output (a batch of calls answered in one read told the
+        // owner once per call, each a call through an existential and a reference count).
+        if !outputRequested {
+            outputRequested = true
+            output.outputPending()
+        }
     }
 
     /// `act` from inside `act` (kept out of line so that `act` itself can be inlined at its call sites).

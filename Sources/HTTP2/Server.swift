@@ -50,8 +50,11 @@ public struct ServerConfiguration: Sendable {
 final class ServerShared: Sendable {
     let configuration: ServerConfiguration
     let router: Router
-    /// The interceptors that want each call's record, as one closure (the record is built only then).
-    let observer: (@Sendable (CallRecord) -> Void)?
+    /// The interceptors that want each call's record, as one closure (the record is built only then), or
+    /// one that does nothing (`observes` false). Not optional: called straight from this `let`, the closure
+    /// is not copied (an optional one bound with `if let` was retained and released per call).
+    private let observe: @Sendable (CallRecord) -> Void
+    private let observes: Bool
     /// Whether the router's interceptors check calls before routing (read per call: asking the Router, a
     /// struct from another module, copied it with its three dictionaries).
     let authenticates: Bool
@@ -68,7 +71,8 @@ final class ServerShared: Sendable {
     init(configuration: ServerConfiguration, router: Router) {
         self.configuration = configuration
         self.router = router
-        self.observer = router.callObserver
+        self.observe = router.callObserver ?? { _ in }
+        self.observes = router.callObserver != nil
         self.authenticates = router.authenticates
         self.byCode = CodeCounters()
         let random = UInt32.random(in: 0...UInt32.max)
@@ -115,27 +119,43 @@ final class ServerShared: Sendable {
     func finished(stream: ServerStream, code: StatusCode, reason: String?, peer: String, peerSubject: String? = nil) {
         if stream.state.wasDispatched { inFlight.subtract(1, ordering: .relaxed) }
         byCode.add(code)
-        guard let observer else { return }
+        guard observes else { return }
         let elapsed = stream.startedAt == 0 ? 0 : Monotonic.now() &- stream.startedAt
-        let method =
-            !stream.methodName.isEmpty
-            ? stream.methodName
-            : (stream.head.path.hasPrefix("/") ? String(stream.head.path.dropFirst()) : stream.head.path)
-        let notes = stream.cancellation?.noted ?? []
+        // The notes are read only when something keeps them (the per-call log line).
+        let notes = configuration.keepsCallNotes ? (stream.cancellation?.noted ?? []) : []
         // The stream's record from its last call when no observer kept it (a stream stays on its session:
-        // peer, subject and prefix are the same): no allocation per call.
+        // peer, subject and prefix are the same): no allocation per call. The record and the route are lent
+        // (Unmanaged), not retained: the stream keeps both through this call, and no observer reaches the stream.
         if isKnownUniquelyReferenced(&stream.record) {
-            stream.record!.update(
-                method: method, knownMethod: stream.knownMethod, code: code, reason: reason, durationNanoseconds: elapsed,
-                requestNumber: stream.requestNumber, notes: notes)
+            let record = Unmanaged.passUnretained(stream.record!)
+            if let route = stream.route {
+                Unmanaged.passUnretained(route)._withUnsafeGuaranteedRef { route in
+                    record._withUnsafeGuaranteedRef {
+                        $0.update(
+                            method: route.method, knownMethod: stream.knownMethod, code: code, reason: reason,
+                            durationNanoseconds: elapsed, requestNumber: stream.requestNumber, notes: notes)
+                    }
+                }
+            } else {
+                record._withUnsafeGuaranteedRef {
+                    $0.update(
+                        method: Self.unroutedMethod(stream), knownMethod: stream.knownMethod, code: code, reason: reason,
+                        durationNanoseconds: elapsed, requestNumber: stream.requestNumber, notes: notes)
+                }
+            }
         } else {
             stream.record = CallRecord(
-                method: method, knownMethod: stream.knownMethod,
+                method: stream.route?.method ?? Self.unroutedMethod(stream), knownMethod: stream.knownMethod,
                 code: code, reason: reason, durationNanoseconds: elapsed, peer: peer,
                 requestIDPrefix: requestIDPrefix, requestNumber: stream.requestNumber,
                 notes: notes, peerSubject: peerSubject)
         }
-        observer(stream.record!)
+        Unmanaged.passUnretained(stream.record!)._withUnsafeGuaranteedRef { observe($0) }
+    }
+
+    /// The method label of a call that was not routed: its `:path` without the leading slash.
+    private static func unroutedMethod(_ stream: ServerStream) -> String {
+        stream.head.path.hasPrefix("/") ? String(stream.head.path.dropFirst()) : stream.head.path
     }
 }
 

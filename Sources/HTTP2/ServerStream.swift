@@ -30,7 +30,8 @@ final class ServerStream {
     /// The record of the stream's last call, reused for its next one (`ServerShared.finished`).
     var record: CallRecord?
     var startedAt: UInt64 = 0
-    var methodName = ""
+    /// The full method name of the routed call, or "" (not routed).
+    var methodName: String { route?.method ?? "" }
     /// The router knows `path`; calls to other paths share one metric label.
     var knownMethod = false
     var requestNumber: UInt64 = 0
@@ -88,7 +89,6 @@ final class ServerStream {
         timerID = nil
         capDeadline = 0
         startedAt = 0
-        methodName = ""
         knownMethod = false
         requestNumber = 0
         body = []

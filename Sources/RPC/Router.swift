@@ -98,7 +98,8 @@ public final class CallRecord: @unchecked Sendable {
         method: String, knownMethod: Bool, code: StatusCode, reason: String?, durationNanoseconds: UInt64,
         requestNumber: UInt64, notes: [(String, String)]
     ) {
-        self.storedMethod = method
+        // The same String again (one method called again and again): kept, no reference count.
+        if storedMethod != method { storedMethod = method }
         self.storedKnownMethod = knownMethod
         self.storedCode = code
         self.storedReason = reason
