@@ -83,7 +83,7 @@ extension H2ServerSession {
         case .trailers(let error):
             flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue | NGHTTP2_DATA_FLAG_NO_END_STREAM.rawValue
             submitTrailers(stream, error, session: session)
-            stream.body = []
+            stream.dropBody()
             return n
         case .end:
             flags.pointee |= NGHTTP2_DATA_FLAG_EOF.rawValue

@@ -189,7 +189,13 @@ extension H2ServerSession {
         // The context is made in the call's argument list: bound to a local first, it was copied once and
         // destroyed twice (about 450 instructions a call).
         if let handler = route.unary {
-            handler(begin(stream, deadline: deadline), message, Responder(sink: self, id: id))
+            if !isKnownUniquelyReferenced(&stream.responder) { stream.responder = Responder(sink: self, id: id) }
+            // The storage of the stream's last answer lent for this one's bytes.
+            stream.responder!.rearm(id: id, spare: &stream.body)
+            // Lent, not retained: the stream keeps its responder through the call.
+            Unmanaged.passUnretained(stream.responder!)._withUnsafeGuaranteedRef { responder in
+                handler(begin(stream, deadline: deadline), message, responder)
+            }
         } else if let handler = route.serverStreaming {
             let context = begin(stream, deadline: deadline)
             let writer = StreamWriter(cancellation: context.cancellation) { [self] event in

@@ -189,6 +189,8 @@ final class H2ServerSession: ResponseSink, @unchecked Sendable {
         for stream in streams.streams { abandon(stream) }
         streams.removeAll()
         lastStream = nil
+        // Spare streams keep their responders, which hold this session: dropped here, the cycle ends.
+        spareStreams.removeAll()
         if let session { nghttp2_session_del(session) }
         session = nil
         billing_h2_pool_free(pool)

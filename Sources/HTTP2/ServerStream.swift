@@ -29,6 +29,9 @@ final class ServerStream {
     var cancellation: Cancellation? { call?.cancellation }
     /// The record of the stream's last call, reused for its next one (`ServerShared.finished`).
     var record: CallRecord?
+    /// The responder of the stream's last unary call, reused for its next one when nothing else holds it
+    /// (it holds the session: `H2ServerSession.close` drops the spare streams, and so the cycle).
+    var responder: Responder?
     var startedAt: UInt64 = 0
     /// The full method name of the routed call, or "" (not routed).
     var methodName: String { route?.method ?? "" }
@@ -74,6 +77,18 @@ final class ServerStream {
         self.id = id
     }
 
+    /// Answers up to this size leave their storage to the stream's next answer (`Responder.rearm`).
+    static let keptBodyCapacity = 1024
+
+    /// Empties `body`, keeping its storage when it is small (lent to the next answer: no allocation per call).
+    func dropBody() {
+        if body.capacity > Self.keptBodyCapacity {
+            body = []
+        } else if !body.isEmpty {
+            body.removeAll(keepingCapacity: true)
+        }
+    }
+
     /// Makes a closed stream new again (what `init` would give, with no stream id yet) and drops what the call held.
     func clear() {
         id = 0
@@ -91,7 +106,7 @@ final class ServerStream {
         startedAt = 0
         knownMethod = false
         requestNumber = 0
-        body = []
+        dropBody()
         bodyOffset = 0
         exchange = nil
         headersSeenAt = 0

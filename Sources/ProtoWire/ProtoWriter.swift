@@ -9,6 +9,14 @@ public struct ProtoWriter: ~Copyable {
         bytes.reserveCapacity(capacity)
     }
 
+    /// Writes into `buffer`'s storage: its bytes are dropped, its capacity kept (and grown to `capacity`).
+    /// For a transport that lends the storage of an earlier answer: no allocation per message.
+    public init(reusing buffer: consuming [UInt8], capacity: Int) {
+        bytes = consume buffer
+        if !bytes.isEmpty { bytes.removeAll(keepingCapacity: true) }
+        if bytes.capacity < capacity { bytes.reserveCapacity(capacity) }
+    }
+
     /// Hands the written bytes over.
     public consuming func finish() -> [UInt8] { bytes }
 

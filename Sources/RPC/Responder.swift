@@ -9,12 +9,14 @@ public protocol ResponseSink: AnyObject, Sendable {
 /// The single answer to a unary call, handed to the transport once.
 ///
 /// A handler may call `succeed` or `fail` from any thread; later calls are ignored.
-public final class Responder: Sendable {
+public final class Responder: @unchecked Sendable {
+    // @unchecked Sendable: `id` is written only by `init` and by `rearm`, which a transport calls only while
+    // it holds the sole reference (no other thread can see the object then); everything else is a `let` or atomic.
     public typealias Deliver = @Sendable (Result<[UInt8], RPCError>) -> Void
     private let answered = Atomic<Bool>(false)
     private let closure: Deliver?
     private let sink: (any ResponseSink)?
-    private let id: Int32
+    private var id: Int32
 
     public init(_ deliver: @escaping Deliver) {
         closure = deliver
@@ -29,6 +31,34 @@ public final class Responder: Sendable {
         self.id = id
     }
 
+    /// Storage for the answer's bytes, lent by the transport (`rearm`), taken by `succeed(_:)` once the
+    /// answer is claimed (so only one thread touches it).
+    @usableFromInline var spare: [UInt8] = []
+
+    /// Ready for call `id` of the same sink: a transport reuses its responder once nothing else holds it
+    /// (`isKnownUniquelyReferenced`), saving an allocation per call. `spare` lends the storage of an earlier
+    /// answer for this one's bytes (exchanged, not copied).
+    package func rearm(id: Int32, spare: inout [UInt8]) {
+        self.id = id
+        answered.store(false, ordering: .relaxed)
+        swap(&self.spare, &spare)
+    }
+
+    /// True for the first answer only.
+    @usableFromInline func claim() -> Bool {
+        answered.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged
+    }
+
+    /// The lent storage (empty if none), taken once the answer is claimed.
+    @usableFromInline func takeSpare() -> [UInt8] {
+        var taken: [UInt8] = []
+        swap(&taken, &spare)
+        return taken
+    }
+
+    /// Delivers a claimed answer.
+    @usableFromInline func deliverClaimed(_ result: Result<[UInt8], RPCError>) { deliver(result) }
+
     private func deliver(_ result: Result<[UInt8], RPCError>) {
         if let sink { sink.deliver(id: id, result) } else { closure?(result) }
     }
@@ -39,15 +69,16 @@ public final class Responder: Sendable {
         deliver(.success(framed))
     }
 
-    /// Answers OK with `message`, framed in one allocation. Inlinable so that each service's call is specialized
+    /// Answers OK with `message`, framed in one allocation (none when the transport lent storage). Inlinable so that each service's call is specialized
     /// for its message type (unspecialized, the message was copied and encoded through its witness table).
     @inlinable
     public func succeed(_ message: some ProtoMessage) {
+        guard claim() else { return }
         let size = message.encodedSize
-        var writer = ProtoWriter(capacity: MessageFraming.prefixSize + size)
+        var writer = ProtoWriter(reusing: takeSpare(), capacity: MessageFraming.prefixSize + size)
         writer.writeMessagePrefix(size: size)
         message.encode(to: &writer)
-        succeed(framed: writer.finish())
+        deliverClaimed(.success(writer.finish()))
     }
 
     public func fail(_ error: RPCError) {
