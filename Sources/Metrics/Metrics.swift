@@ -235,37 +235,36 @@ public final class CallMetrics: MetricFamily {
     /// The reason label of a reason outside the fixed set.
     public static let otherReason = "OTHER"
 
-    final class Series: Sendable {
-        struct State {
-            /// Calls answered OK, counted apart (most calls: no dictionary update); `allCodes` merges them.
-            var ok = 0
-            var codes: [String: Int] = [:]
-            var allCodes: [String: Int] {
-                var all = codes
-                if ok > 0 { all["OK", default: 0] += ok }
-                return all
-            }
-            var reasons: [String: Int] = [:]
-            var buckets: [UInt64]
-            var sum = 0.0
-            var count: UInt64 = 0
+    struct State {
+        /// Calls answered OK, counted apart (most calls: no dictionary update); `allCodes` merges them.
+        var ok = 0
+        var codes: [String: Int] = [:]
+        var allCodes: [String: Int] {
+            var all = codes
+            if ok > 0 { all["OK", default: 0] += ok }
+            return all
         }
-        let state: Mutex<State>
-        init(buckets: Int) { state = Mutex(State(buckets: Array(repeating: 0, count: buckets + 1))) }
+        var reasons: [String: Int] = [:]
+        var buckets: [UInt64]
+        var sum = 0.0
+        var count: UInt64 = 0
     }
 
     let prefix: String
     let buckets: [Double]
     let reasons: Set<String>?
     let maxMethods: Int
-    /// The series by method label, and the one found last (a connection calls one method again and again:
-    /// the label is usually the very same String, compared without hashing).
-    private struct Methods {
-        var byLabel: [String: Series] = [:]
+    /// Every series, and the index of each method label's; the label found last is compared first (a
+    /// connection calls one method again and again: the very same String, compared without hashing).
+    /// One lock for the family: a call takes it once.
+    private struct Series {
+        var states: [State] = []
+        var byLabel: [String: Int] = [:]
         var lastLabel = ""
-        var last: Series?
+        var lastKnown = false
+        var last = -1
     }
-    private let methods = Mutex(Methods())
+    private let table = Mutex(Series())
 
     init(prefix: String, buckets: [Double], reasons: Set<String>?, maxMethods: Int) {
         self.prefix = prefix
@@ -276,40 +275,44 @@ public final class CallMetrics: MetricFamily {
 
     /// Counts one call; `known` is false for a method the server does not have.
     public func record(method: String, known: Bool = true, code: String, reason: String?, seconds: Double) {
-        let series = methods.withLock { m -> Series in
-            let label = known ? method : Self.unknownMethod
-            if let last = m.last, m.lastLabel == label { return last }
-            let found: Series
-            if let s = m.byLabel[label] {
-                found = s
-            } else if m.byLabel.count >= maxMethods, let s = m.byLabel[Self.unknownMethod] {
-                found = s
-            } else {
-                found = Series(buckets: buckets.count)
-                m.byLabel[m.byLabel.count >= maxMethods ? Self.unknownMethod : label] = found
-            }
-            m.lastLabel = label
-            m.last = found
-            return found
-        }
         let reason = reason.map { reasons == nil || reasons!.contains($0) ? $0 : Self.otherReason }
         let index = buckets.firstIndex { seconds <= $0 } ?? buckets.count
-        series.state.withLock { s in
-            if code == "OK" { s.ok += 1 } else { s.codes[code, default: 0] += 1 }
-            if let reason { s.reasons[reason, default: 0] += 1 }
-            s.buckets[index] += 1
-            s.sum += seconds
-            s.count += 1
+        let ok = code == "OK"
+        table.withLock { m in
+            let i: Int
+            if m.last >= 0 && m.lastKnown == known && (!known || m.lastLabel == method) {
+                i = m.last
+            } else {
+                i = find(&m, label: known ? method : Self.unknownMethod)
+                m.lastLabel = known ? method : ""
+                m.lastKnown = known
+                m.last = i
+            }
+            if ok { m.states[i].ok += 1 } else { m.states[i].codes[code, default: 0] += 1 }
+            if let reason { m.states[i].reasons[reason, default: 0] += 1 }
+            m.states[i].buckets[index] += 1
+            m.states[i].sum += seconds
+            m.states[i].count += 1
         }
+    }
+
+    /// The series of `label`, made on first use; past `maxMethods` labels, the `unknown` one.
+    private func find(_ m: inout Series, label: String) -> Int {
+        if let i = m.byLabel[label] { return i }
+        if m.byLabel.count >= maxMethods, let i = m.byLabel[Self.unknownMethod] { return i }
+        let i = m.states.count
+        m.states.append(State(buckets: Array(repeating: 0, count: buckets.count + 1)))
+        m.byLabel[m.byLabel.count >= maxMethods ? Self.unknownMethod : label] = i
+        return i
     }
 
     /// The count for one method and code (tests).
     public func count(method: String, code: String) -> Int {
-        methods.withLock { $0.byLabel[method] }?.state.withLock { $0.allCodes[code] } ?? 0
+        table.withLock { m in m.byLabel[method].map { m.states[$0].allCodes[code] ?? 0 } } ?? 0
     }
 
     func render(into out: inout String) {
-        let all = methods.withLock { $0.byLabel }.sorted { $0.key < $1.key }.map { ($0.key, $0.value.state.withLock { $0 }) }
+        let all = table.withLock { m in m.byLabel.sorted { $0.key < $1.key }.map { ($0.key, m.states[$0.value]) } }
         out += "# HELP \(prefix)_calls_total Calls answered, by method and gRPC code.\n# TYPE \(prefix)_calls_total counter\n"
         for (method, s) in all {
             for (code, n) in s.allCodes.sorted(by: { $0.key < $1.key }) {
