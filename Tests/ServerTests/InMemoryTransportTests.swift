@@ -17,6 +17,9 @@ final class MemoryProbe: Sendable {
     let marks = Mutex<[(Bool, Int)]>([])
     let kept = Mutex<[Cancellation]>([])
     let metadata = Mutex<[[String]]>([])
+    let contexts = Mutex<[CallContext]>([])
+    /// The responders t.T/Who answered with, by identity.
+    let responderIDs = Mutex<[ObjectIdentifier]>([])
 
     var router: Router {
         var router = Router()
@@ -40,6 +43,19 @@ final class MemoryProbe: Sendable {
             kept.withLock { $0.append(context.cancellation) }
             responder.succeed(framed: MessageFraming.frame(message))
         }
+        router.register("t.T/KeepContext") { [self] context, message, responder in
+            contexts.withLock { $0.append(context) }
+            responder.succeed(framed: MessageFraming.frame(message))
+        }
+        router.register("t.T/Who") { [self] _, message, responder in
+            responderIDs.withLock { $0.append(ObjectIdentifier(responder)) }
+            responder.succeed(framed: MessageFraming.frame(message))
+        }
+        router.register("t.T/KeepResponder") { [self] _, message, responder in
+            responders.withLock { $0.append(responder) }
+            responder.succeed(framed: MessageFraming.frame(message))
+        }
+        router.register("t.T/Blob", Blob.self) { _, request, responder in responder.succeed(Blob(request.bytes.reversed())) }
         router.register("t.T/Elsewhere") { _, message, responder in
             DispatchQueue.global().async { responder.succeed(framed: MessageFraming.frame(message)) }
         }
@@ -153,6 +169,65 @@ struct InMemoryTransportTests {
         _ = try c.unary("t.T/Meta", message: [1])
         _ = try c.unary("t.T/Meta", message: [1], metadata: [("x-a", "5"), ("x-e", "6")])
         #expect(probe.metadata.withLock { $0 } == [["x-a=1", "x-b=2", "x-c=3"], ["x-d=4"], [], ["x-a=5", "x-e=6"]])
+    }
+
+    @Test("a context a handler keeps keeps its own call's method and metadata, though the stream's is reused")
+    func keptContexts() throws {
+        let probe = MemoryProbe()
+        let (_, c) = pair(probe)
+        _ = try c.unary("t.T/KeepContext", message: [1], metadata: [("x-a", "1")])
+        _ = try c.unary("t.T/Meta", message: [1], metadata: [("x-b", "2")])
+        _ = try c.unary("t.T/KeepContext", message: [1], metadata: [("x-c", "3")])
+        _ = try c.unary("t.T/Echo", message: [1])
+        let kept = probe.contexts.withLock { $0 }
+        #expect(kept.map(\.method) == ["t.T/KeepContext", "t.T/KeepContext"])
+        #expect(kept.map { $0.metadata.map { "\($0.name)=\($0.value)" } } == [["x-a=1"], ["x-c=3"]])
+        #expect(kept.map(\.requestID).count == 2 && kept[0].requestID != kept[1].requestID)
+    }
+
+    @Test("a stream's responder is reused for the next call only when nothing holds it")
+    func responderReuse() throws {
+        let probe = MemoryProbe()
+        let (_, c) = pair(probe)
+        for _ in 0..<3 { #expect(try c.unary("t.T/Who", message: [1]).message == [1]) }
+        // Calls one after another use the same stream object, so the same responder.
+        #expect(Set(probe.responderIDs.withLock { $0 }).count == 1)
+        // A handler keeps its responder: the next call must get another one, and a late second answer through
+        // the kept one changes nothing.
+        #expect(try c.unary("t.T/KeepResponder", message: [2]).message == [2])
+        #expect(try c.unary("t.T/Who", message: [3]).message == [3])
+        let ids = probe.responderIDs.withLock { $0 }
+        let kept = try #require(probe.responders.withLock { $0.first })
+        #expect(ids.last != ObjectIdentifier(kept))
+        kept.succeed(framed: MessageFraming.frame([9, 9]))
+        for i: UInt8 in 4...6 { #expect(try c.unary("t.T/Who", message: [i]).message == [i]) }
+        #expect(probe.codes().allSatisfy { $0 == .ok } && probe.codes().count == 8)
+    }
+
+    @Test("answers encoded into storage lent from the stream's last answer are each call's own bytes")
+    func answerStorageReuse() throws {
+        let probe = MemoryProbe()
+        let (_, c) = pair(probe)
+        // Sizes up and down, over and under the storage kept between calls (1 KiB): each answer whole and its own.
+        for size in [3, 1, 600, 2, 2000, 5, 0, 1023, 7] {
+            let bytes = (0..<size).map { UInt8(truncatingIfNeeded: $0 &* 7 &+ size) }
+            let r = try c.unary("t.T/Blob", message: Blob(bytes).encoded)
+            #expect(r.code == .ok)
+            #expect(try Blob(decoding: r.message).bytes == bytes.reversed(), "size \(size)")
+        }
+    }
+
+    @Test("a closed session is freed: its spare streams' responders no longer hold it")
+    func sessionFreedAfterClose() throws {
+        weak var session: H2ServerSession?
+        do {
+            let probe = MemoryProbe()
+            let (t, c) = pair(probe)
+            for _ in 0..<3 { #expect(try c.unary("t.T/Echo", message: [1]).code == .ok) }
+            session = t.session
+            t.session.close()
+        }
+        #expect(session == nil)
     }
 
     @Test("an answer made on another thread comes back through the host")
