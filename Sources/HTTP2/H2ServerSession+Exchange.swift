@@ -130,9 +130,9 @@ extension H2ServerSession {
 }
 
 extension H2ServerSession {
-    private static let okProto = HeaderList([(":status", "200"), ("content-type", "application/proto")])
-    private static let okJSON = HeaderList([(":status", "200"), ("content-type", "application/json")])
-    private static let okGRPCWebProto = HeaderList([(":status", "200"), ("content-type", "application/grpc-web+proto")])
+    private static let okProto = HeaderList([(":status", "200"), ("content-type", "application/proto")], lasting: true)
+    private static let okJSON = HeaderList([(":status", "200"), ("content-type", "application/json")], lasting: true)
+    private static let okGRPCWebProto = HeaderList([(":status", "200"), ("content-type", "application/grpc-web+proto")], lasting: true)
 
     /// The header block of a 200 answer of a common RPC content type, laid out once.
     static func okHeaders(_ contentType: String) -> HeaderList? {

@@ -10,7 +10,10 @@ package final class HeaderList: @unchecked Sendable {
     package let count: Int
     private let storage: UnsafeMutableRawPointer
 
-    package init(_ fields: [(String, String)]) {
+    /// `lasting`: the list lives as long as the sessions that submit it (the process's static lists), so
+    /// nghttp2 may point at its bytes instead of copying them per submit (NGHTTP2_NV_FLAG_NO_COPY_NAME and
+    /// _VALUE, as the C anchor does; names are lowercase, as nghttp2 then requires).
+    package init(_ fields: [(String, String)], lasting: Bool = false) {
         var total = 0
         for (n, v) in fields { total += n.utf8.count + v.utf8.count }
         storage = .allocate(byteCount: max(total, 1), alignment: 1)
@@ -26,7 +29,7 @@ package final class HeaderList: @unchecked Sendable {
             offset += value.utf8.count
             nva[i] = nghttp2_nv(
                 name: namePtr, value: valuePtr, namelen: name.utf8.count, valuelen: value.utf8.count,
-                flags: UInt8(NGHTTP2_NV_FLAG_NONE.rawValue))
+                flags: lasting ? UInt8(NGHTTP2_NV_FLAG_NO_COPY_NAME.rawValue | NGHTTP2_NV_FLAG_NO_COPY_VALUE.rawValue) : UInt8(NGHTTP2_NV_FLAG_NONE.rawValue))
         }
     }
 
@@ -35,6 +38,6 @@ package final class HeaderList: @unchecked Sendable {
         nva.deallocate()
     }
 
-    static let ok = HeaderList([(":status", "200"), ("content-type", "application/grpc")])
-    static let okTrailers = HeaderList([("grpc-status", "0")])
+    static let ok = HeaderList([(":status", "200"), ("content-type", "application/grpc")], lasting: true)
+    static let okTrailers = HeaderList([("grpc-status", "0")], lasting: true)
 }
