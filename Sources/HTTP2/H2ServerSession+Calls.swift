@@ -171,8 +171,9 @@ extension H2ServerSession {
         case .none, .malformed:
             break
         case .cap(let cap):
-            // The cap alone: the once-a-second sweep enforces it, no timer per call.
-            deadline = CallRules.deadline(from: host.now(), after: cap)
+            // The cap alone: the once-a-second sweep enforces it, no timer per call. Counted from the request's
+            // headers (read then: no clock read here), as the cap before dispatch was.
+            deadline = CallRules.deadline(from: stream.startedAt, after: cap)
             stream.capDeadline = deadline
         case .timer(let nanos):
             deadline = CallRules.deadline(from: host.now(), after: nanos)
