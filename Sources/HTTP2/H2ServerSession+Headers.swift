@@ -60,6 +60,7 @@ extension H2ServerSession {
 
     /// A field of the request block being read: checked (RFC 9113), counted against the header list limit,
     /// and kept when the server reads it (path, method, content type, timeout, metadata).
+    @inline(__always)
     private func requestField(name: UnsafeBufferPointer<UInt8>, value rawValue: UnsafeBufferPointer<UInt8>) {
         let kind = FieldName.of(name)
         // Copied out and back: two inout accesses into `reading` at once would overlap (exclusivity).
