@@ -218,6 +218,7 @@ extension H2ServerSession {
 }
 
 /// A field value without the spaces and tabs around it (RFC 9110 5.5: they are not part of the value).
+@inline(__always)
 private func trimmed(_ value: UnsafeBufferPointer<UInt8>) -> UnsafeBufferPointer<UInt8> {
     guard let base = value.baseAddress else { return value }
     var start = 0, end = value.count

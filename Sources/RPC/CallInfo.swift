@@ -48,8 +48,10 @@ public final class CallInfo: @unchecked Sendable {
     /// The call's fields. Only by the transport that holds the sole reference (`isKnownUniquelyReferenced`).
     @inline(__always)
     package func prepare(method: String, metadata: [(name: String, value: String)], monotonicDeadline: UInt64, requestNumber: UInt64) {
-        self.method = method
-        self.metadata = metadata
+        // The same method again (a connection calls one again and again) and no metadata twice: kept, no
+        // reference count.
+        if self.method != method { self.method = method }
+        if !(metadata.isEmpty && self.metadata.isEmpty) { self.metadata = metadata }
         self.monotonicDeadline = monotonicDeadline
         self.requestNumber = requestNumber
     }
