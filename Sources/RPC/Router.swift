@@ -207,6 +207,8 @@ public struct Router: Sendable {
     @inline(__always)
     @inlinable
     static func decode<Request: ProtoMessage>(_ bytes: [UInt8]) throws(RPCError) -> Request {
+        // An empty message is every field's default (proto3): no reader to set up (Health/Check's request).
+        if bytes.isEmpty { return Request() }
         do throws(WireError) {
             return try Request(decoding: bytes)
         } catch {
