@@ -120,3 +120,23 @@ def test_every_error_reason_is_used_by_a_test():
     assert not unused, f"reasons in docs/ERRORS.md that no test names: {unused}"
     stale = [r for r in REASONS_WITHOUT_A_TEST if r not in reasons or re.search(rf"\b{r}\b", corpus)]
     assert not stale, f"allow-listed reasons that are gone or now tested: {stale}"
+
+
+def test_the_error_reason_type_is_the_error_table():
+    """Sources/RPC/ErrorReason.swift is what the services answer and what the errors metric labels: it must name
+    exactly the reasons docs/ERRORS.md documents, so no reason is answered undocumented or counted as another."""
+    errors = open(os.path.join(ROOT, "docs/ERRORS.md")).read()
+    table = errors.split("\n## Reasons", 1)[1].split("\n## ", 1)[0]
+    documented = set(re.findall(r"^\| `([A-Z][A-Z_]+)` \|", table, re.M))
+    source = open(os.path.join(ROOT, "Sources/RPC/ErrorReason.swift")).read()
+    typed = set(re.findall(r'^\s*case \w+ = "([A-Z][A-Z_]+)"', source, re.M))
+    assert len(typed) >= 25, typed
+    assert typed == documented, (f"in ErrorReason, not in docs/ERRORS.md: {sorted(typed - documented)}; "
+                                 f"documented, not in ErrorReason: {sorted(documented - typed)}")
+    # No service spells a reason as a string of its own: every RPCError is made from the type.
+    spelled = []
+    for path in glob.glob(os.path.join(ROOT, "Sources", "**", "*.swift"), recursive=True):
+        for n, line in enumerate(open(path), 1):
+            if re.search(r'RPCError\(.*reason: "', line):
+                spelled.append(f"{os.path.relpath(path, ROOT)}:{n}")
+    assert not spelled, f"RPCErrors with a string reason: {spelled}"

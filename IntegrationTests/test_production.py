@@ -313,6 +313,30 @@ def test_metrics_scrape_and_promtool():
         s.stop()
 
 
+def test_every_reason_is_its_own_metric_label():
+    """billingd_rpc_errors_total{reason} takes its reasons from the error table, so that each reason docs/ERRORS.md
+    lists is counted under its name when produced, never as OTHER (CURSOR_OUT_OF_RANGE, OFFER_SIGNING_NOT_CONFIGURED
+    and NOT_PURCHASED_BY_ACCOUNT were OTHER before)."""
+    port = free_port()
+    s = Billingd("--metrics-listen", f"127.0.0.1:{port}")
+    try:
+        with s.channel() as ch:
+            stub = billing(ch)
+            expect_error(lambda: stub.ListEvents(pb.ListEventsRequest(after_cursor=10 ** 9, limit=1), timeout=5),
+                         grpc.StatusCode.OUT_OF_RANGE, "CURSOR_OUT_OF_RANGE")
+            order = stub.CreateOrder(pb.CreateOrderRequest(account_id="m", product_id="p"), timeout=5).order
+            expect_error(lambda: stub.SignOffer(pb.SignOfferRequest(
+                kind=pb.OFFER_SIGNATURE_KIND_PROMOTIONAL, product_id="p", offer_id="o", order_id=order.order_id), timeout=5),
+                grpc.StatusCode.FAILED_PRECONDITION, "OFFER_SIGNING_NOT_CONFIGURED")
+        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+        for needle in ['billingd_rpc_errors_total{method="billing.v1.Billing/ListEvents",reason="CURSOR_OUT_OF_RANGE"} 1',
+                       'billingd_rpc_errors_total{method="billing.v1.Billing/SignOffer",reason="OFFER_SIGNING_NOT_CONFIGURED"} 1']:
+            assert needle in text, [l for l in text.splitlines() if "errors_total" in l]
+        assert 'reason="OTHER"' not in text
+    finally:
+        s.stop()
+
+
 def test_sigterm_under_load_loses_nothing():
     s = Billingd("--shutdown-grace", "10")
     started, ok, unavailable, lost = [0], [0], [0], []

@@ -6,69 +6,69 @@ extension BillingError {
     public var rpcError: RPCError {
         switch self {
         case .invalidField(let field, let problem):
-            RPCError(code: .invalidArgument, message: "\(field) \(problem)", reason: "INVALID_FIELD", metadata: ["field": field])
+            RPCError(code: .invalidArgument, message: "\(field) \(problem)", reason: .invalidField, metadata: ["field": field])
         case .productNotFound(let id):
-            RPCError(code: .notFound, message: description, reason: "PRODUCT_NOT_FOUND", metadata: ["product_id": id])
+            RPCError(code: .notFound, message: description, reason: .productNotFound, metadata: ["product_id": id])
         case .orderNotFound(let id):
-            RPCError(code: .notFound, message: description, reason: "ORDER_NOT_FOUND", metadata: ["order_id": id])
+            RPCError(code: .notFound, message: description, reason: .orderNotFound, metadata: ["order_id": id])
         case .idempotencyKeyReused:
-            RPCError(code: .failedPrecondition, message: description, reason: "IDEMPOTENCY_KEY_REUSED")
+            RPCError(code: .failedPrecondition, message: description, reason: .idempotencyKeyReused)
         case .infrastructure(let failure):
             failure.rpcError
         case .abandoned:
             RPCError(code: .deadlineExceeded, message: description)
         case .receiptMalformed:
-            RPCError(code: .invalidArgument, message: description, reason: "RECEIPT_MALFORMED")
+            RPCError(code: .invalidArgument, message: description, reason: .receiptMalformed)
         case .receiptUntrusted:
-            RPCError(code: .invalidArgument, message: description, reason: "RECEIPT_UNTRUSTED")
+            RPCError(code: .invalidArgument, message: description, reason: .receiptUntrusted)
         case .wrongApp:
-            RPCError(code: .invalidArgument, message: description, reason: "WRONG_APP")
+            RPCError(code: .invalidArgument, message: description, reason: .wrongApp)
         case .environmentNotAllowed:
-            RPCError(code: .failedPrecondition, message: description, reason: "ENVIRONMENT_NOT_ALLOWED")
+            RPCError(code: .failedPrecondition, message: description, reason: .environmentNotAllowed)
         case .productMismatch(let order, let proof):
             RPCError(
-                code: .failedPrecondition, message: description, reason: "PRODUCT_MISMATCH",
+                code: .failedPrecondition, message: description, reason: .productMismatch,
                 metadata: ["order_product_id": order, "product_id": proof])
         case .quantityMismatch(let order, let proof):
             RPCError(
-                code: .failedPrecondition, message: description, reason: "PRODUCT_MISMATCH",
+                code: .failedPrecondition, message: description, reason: .productMismatch,
                 metadata: ["field": "quantity", "order_quantity": String(order), "quantity": String(proof)])
         case .accountTokenMismatch(let orderID):
-            RPCError(code: .permissionDenied, message: description, reason: "ACCOUNT_TOKEN_MISMATCH", metadata: ["order_id": orderID])
+            RPCError(code: .permissionDenied, message: description, reason: .accountTokenMismatch, metadata: ["order_id": orderID])
         case .transactionNotFound:
-            RPCError(code: .notFound, message: description, reason: "TRANSACTION_NOT_FOUND")
+            RPCError(code: .notFound, message: description, reason: .transactionNotFound)
         case .appStoreTransactionUnknown(let id):
-            RPCError(code: .notFound, message: description, reason: "TRANSACTION_NOT_FOUND", metadata: ["transaction_id": id])
+            RPCError(code: .notFound, message: description, reason: .transactionNotFound, metadata: ["transaction_id": id])
         case .transactionAlreadyClaimed(let id):
-            RPCError(code: .alreadyExists, message: description, reason: "TRANSACTION_ALREADY_CLAIMED", metadata: ["transaction_id": id])
+            RPCError(code: .alreadyExists, message: description, reason: .transactionAlreadyClaimed, metadata: ["transaction_id": id])
         case .transactionRevoked(let id):
-            RPCError(code: .failedPrecondition, message: description, reason: "TRANSACTION_REVOKED", metadata: ["transaction_id": id])
+            RPCError(code: .failedPrecondition, message: description, reason: .transactionRevoked, metadata: ["transaction_id": id])
         case .appStoreAPINotConfigured:
-            RPCError(code: .failedPrecondition, message: description, reason: "APPSTORE_API_NOT_CONFIGURED")
+            RPCError(code: .failedPrecondition, message: description, reason: .appStoreAPINotConfigured)
         case .appStoreAPIRefused(let code, _):
-            RPCError(code: .failedPrecondition, message: description, reason: "APPSTORE_API_REFUSED", metadata: ["apple_error_code": String(code)])
+            RPCError(code: .failedPrecondition, message: description, reason: .appStoreAPIRefused, metadata: ["apple_error_code": String(code)])
         case .transactionPredatesOrder(let id):
-            RPCError(code: .failedPrecondition, message: description, reason: "TRANSACTION_PREDATES_ORDER", metadata: ["transaction_id": id])
+            RPCError(code: .failedPrecondition, message: description, reason: .transactionPredatesOrder, metadata: ["transaction_id": id])
         case .notPurchasedByAccount(let id):
-            RPCError(code: .failedPrecondition, message: description, reason: "NOT_PURCHASED_BY_ACCOUNT", metadata: ["transaction_id": id])
+            RPCError(code: .failedPrecondition, message: description, reason: .notPurchasedByAccount, metadata: ["transaction_id": id])
         case .transactionUnknown(let id):
-            RPCError(code: .notFound, message: description, reason: "TRANSACTION_NOT_FOUND", metadata: ["transaction_id": id])
+            RPCError(code: .notFound, message: description, reason: .transactionNotFound, metadata: ["transaction_id": id])
         case .googlePlayNotConfigured:
-            RPCError(code: .failedPrecondition, message: description, reason: "GOOGLE_PLAY_NOT_CONFIGURED")
+            RPCError(code: .failedPrecondition, message: description, reason: .googlePlayNotConfigured)
         case .purchaseNotFound:
-            RPCError(code: .notFound, message: description, reason: "PURCHASE_NOT_FOUND")
+            RPCError(code: .notFound, message: description, reason: .purchaseNotFound)
         case .purchasePending:
-            RPCError(code: .failedPrecondition, message: description, reason: "PURCHASE_PENDING")
+            RPCError(code: .failedPrecondition, message: description, reason: .purchasePending)
         case .purchaseCanceled:
-            RPCError(code: .failedPrecondition, message: description, reason: "PURCHASE_CANCELED")
+            RPCError(code: .failedPrecondition, message: description, reason: .purchaseCanceled)
         case .offerSigningNotConfigured:
-            RPCError(code: .failedPrecondition, message: description, reason: "OFFER_SIGNING_NOT_CONFIGURED")
+            RPCError(code: .failedPrecondition, message: description, reason: .offerSigningNotConfigured)
         case .cursorOutOfRange(let cursor, let newest):
             RPCError(
-                code: .outOfRange, message: description, reason: "CURSOR_OUT_OF_RANGE",
+                code: .outOfRange, message: description, reason: .cursorOutOfRange,
                 metadata: ["after_cursor": String(cursor), "newest_cursor": String(newest)])
         case .orderNotPending(let id, _):
-            RPCError(code: .failedPrecondition, message: description, reason: "ORDER_NOT_PENDING", metadata: ["order_id": id])
+            RPCError(code: .failedPrecondition, message: description, reason: .orderNotPending, metadata: ["order_id": id])
         }
     }
 }
@@ -78,13 +78,13 @@ extension InfrastructureFailure {
     public var rpcError: RPCError {
         switch self {
         case .storage:
-            RPCError(code: .unavailable, message: description, reason: "STORAGE_UNAVAILABLE")
+            RPCError(code: .unavailable, message: description, reason: .storageUnavailable)
         case .overloaded:
-            RPCError(code: .resourceExhausted, message: description, reason: "OVERLOADED")
+            RPCError(code: .resourceExhausted, message: description, reason: .overloaded)
         case .appStoreAPI:
-            RPCError(code: .unavailable, message: description, reason: "APPSTORE_API_UNAVAILABLE")
+            RPCError(code: .unavailable, message: description, reason: .appStoreAPIUnavailable)
         case .googlePlayAPI:
-            RPCError(code: .unavailable, message: description, reason: "GOOGLE_PLAY_UNAVAILABLE")
+            RPCError(code: .unavailable, message: description, reason: .googlePlayUnavailable)
         }
     }
 }

@@ -161,7 +161,7 @@ public final class EventFeed: Sendable {
             writer.finish(
                 RPCError(
                     code: .resourceExhausted, message: "too many event watchers (\(cap.replacingOccurrences(of: "_", with: "-")) \(limit)); retry later",
-                    reason: "OVERLOADED", metadata: ["cap": cap, "limit": String(limit)]))
+                    reason: .overloaded, metadata: ["cap": cap, "limit": String(limit)]))
             return
         }
         let watcher = Watcher(accountID: accountID, writer: writer, after: after, key: key)
@@ -295,7 +295,7 @@ public final class EventFeed: Sendable {
         return RPCError(
             code: .resourceExhausted,
             message: "the watcher reads too slowly; resume with after_cursor \(resume)",
-            reason: "OVERLOADED", metadata: ["after_cursor": String(resume), "cap": "watcher_buffer"])
+            reason: .overloaded, metadata: ["after_cursor": String(resume), "cap": "watcher_buffer"])
     }
 
     /// After a commit: the pump reads what is new once for every live watcher.
@@ -378,5 +378,5 @@ public final class EventFeed: Sendable {
 
     static let shuttingDown = RPCError(
         code: .unavailable, message: "the server is draining; resume on another replica",
-        reason: "SHUTTING_DOWN")
+        reason: .shuttingDown)
 }

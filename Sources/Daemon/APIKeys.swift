@@ -103,13 +103,13 @@ struct APIKeys: Sendable {
         guard let key = key(for: context) else {
             return RPCError(
                 code: .unauthenticated, message: "a valid API key is required: authorization: Bearer <key>",
-                reason: "UNAUTHENTICATED")
+                reason: .unauthenticated)
         }
         context.note("api_key", key.name)
         guard key.allows(context.method) else {
             return RPCError(
                 code: .permissionDenied, message: "API key \(key.name) may not call \(context.method)",
-                reason: "PERMISSION_DENIED", metadata: ["key": key.name])
+                reason: .permissionDenied, metadata: ["key": key.name])
         }
         return nil
     }

@@ -70,15 +70,9 @@ final class BillingMetrics: Sendable {
         registry.gauge("billingd_build_info", help: "Build information; the value is always 1.", labels: [("version", version)]) { 1 }
     }
 
-    /// Every ErrorInfo reason billingd answers (docs/ERRORS.md); others count as OTHER.
-    static let reasons: Set<String> = [
-        "ACCOUNT_TOKEN_MISMATCH", "APPSTORE_API_NOT_CONFIGURED", "APPSTORE_API_UNAVAILABLE", "ENVIRONMENT_NOT_ALLOWED",
-        "GOOGLE_PLAY_NOT_CONFIGURED", "GOOGLE_PLAY_UNAVAILABLE", "PURCHASE_NOT_FOUND", "PURCHASE_PENDING", "PURCHASE_CANCELED",
-        "IDEMPOTENCY_KEY_REUSED", "INVALID_FIELD", "MESSAGE_TOO_LARGE", "ORDER_NOT_FOUND", "ORDER_NOT_PENDING", "OVERLOADED",
-        "PERMISSION_DENIED", "PRODUCT_MISMATCH", "PRODUCT_NOT_FOUND", "RECEIPT_MALFORMED", "RECEIPT_UNTRUSTED",
-        "SHUTTING_DOWN", "STORAGE_UNAVAILABLE", "TRANSACTION_ALREADY_CLAIMED", "TRANSACTION_NOT_FOUND",
-        "TRANSACTION_PREDATES_ORDER", "TRANSACTION_REVOKED", "UNAUTHENTICATED", "WEBHOOKS_NOT_CONFIGURED", "WRONG_APP",
-    ]
+    /// Every ErrorInfo reason billingd answers: the error table (`ErrorReason`, which docs/ERRORS.md lists); a reason
+    /// from anywhere else (none is made) would count as OTHER.
+    static let reasons = Set(ErrorReason.allCases.map(\.rawValue))
 
     func record(_ r: CallRecord) {
         // gRPC first: most calls, and one compare of two small strings' bits.

@@ -40,7 +40,7 @@ enum WebhookAdmin {
             responder.fail(
                 RPCError(
                     code: .failedPrecondition, message: "webhooks are not configured: start billingd with --webhook-url and --webhook-secret",
-                    reason: "WEBHOOKS_NOT_CONFIGURED"))
+                    reason: .webhooksNotConfigured))
             return
         }
         do throws(BillingError) {

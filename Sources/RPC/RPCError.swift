@@ -52,19 +52,19 @@ public struct RPCError: Error, Sendable, Equatable, CustomStringConvertible {
     public static func messageTooLarge(size: Int, limit: Int) -> RPCError {
         RPCError(
             code: .resourceExhausted, message: "request message of \(size) bytes exceeds the limit of \(limit)",
-            reason: "MESSAGE_TOO_LARGE", metadata: ["limit": String(limit), "size": String(size)])
+            reason: .messageTooLarge, metadata: ["limit": String(limit), "size": String(size)])
     }
     public static let shuttingDown = RPCError(
-        code: .unavailable, message: "server is shutting down; retry on another replica", reason: "SHUTTING_DOWN")
+        code: .unavailable, message: "server is shutting down; retry on another replica", reason: .shuttingDown)
     /// One connection holds more unfinished request bytes than its budget allows.
     public static func connectionBufferFull(limit: Int) -> RPCError {
         RPCError(
             code: .resourceExhausted,
             message: "this connection holds more than \(limit) bytes of unfinished requests; retry later or on another connection",
-            reason: "OVERLOADED", metadata: ["limit": String(limit)])
+            reason: .overloaded, metadata: ["limit": String(limit)])
     }
     public static let overloaded = RPCError(
-        code: .resourceExhausted, message: "server is overloaded; retry later", reason: "OVERLOADED")
+        code: .resourceExhausted, message: "server is overloaded; retry later", reason: .overloaded)
     /// Something unexpected: a fixed message and the request id that the server log holds.
     public static func `internal`(requestID: String) -> RPCError {
         RPCError(
