@@ -74,6 +74,12 @@ public final class InMemoryOrderStore: OrderStore {
             state.transactions.values.filter { $0.transaction.originalTransactionID == originalTransactionID }
                 .sorted { $0.transaction.transactionID < $1.transaction.transactionID }
         }
+        func transaction(purchaseToken: String) -> OwnedTransaction? {
+            guard !purchaseToken.isEmpty else { return nil }
+            return state.transactions.values.filter { $0.transaction.purchaseToken == purchaseToken }.max { a, b in
+                (a.transaction.purchaseTimeMs, a.transaction.transactionID) < (b.transaction.purchaseTimeMs, b.transaction.transactionID)
+            }
+        }
         func entitlement(accountID: String, key: String) -> EntitlementRecord? { state.entitlements[accountID]?[key] }
         func entitlements(accountID: String) -> [EntitlementRecord] {
             (state.entitlements[accountID] ?? [:]).values.sorted { $0.key < $1.key }

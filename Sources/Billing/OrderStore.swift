@@ -202,7 +202,8 @@ extension OrderStore {
     }
 
     /// A transaction by its own id or, failing that, the newest transaction (latest purchase) of the original
-    /// transaction with that id; with the order it paid. nil when neither is recorded.
+    /// transaction with that id, or of the Google Play purchase token that is that id; with the order it paid.
+    /// nil when none is recorded.
     public func lookup(transactionID: String, completion: @escaping @Sendable (Result<TransactionLookup?, BillingError>) -> Void) {
         read(
             { ledger throws(BillingError) in
@@ -212,6 +213,7 @@ extension OrderStore {
                         (a.transaction.purchaseTimeMs, a.transaction.transactionID) < (b.transaction.purchaseTimeMs, b.transaction.transactionID)
                     }
                 }
+                if found == nil { found = try ledger.transaction(purchaseToken: transactionID) }
                 guard let found else { return nil }
                 let order = try found.orderID.flatMap { id throws(BillingError) in try ledger.order(id: id) }
                 return TransactionLookup(owned: found, order: order)

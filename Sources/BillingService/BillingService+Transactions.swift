@@ -8,6 +8,9 @@ extension BillingService {
     static let defaultPageSize = 100
     /// ListTransactions' largest page; a larger limit is cut to it.
     static let maxPageSize = 1000
+    /// GetTransaction's longest id: App Store and Google Play order ids are short, but a Google Play purchase token,
+    /// which it also takes, is often 150 to 250 characters; 512 bytes holds any Google has documented or sent.
+    public static let maxLookupIDBytes = 512
 
     func listTransactions(_ context: CallContext, _ request: ListTransactionsRequest, _ responder: Responder) {
         if let refusal = Self.checkAccount(request.accountID, context) { return answer(refusal, context, responder) }
@@ -45,7 +48,7 @@ extension BillingService {
     func getTransaction(_ context: CallContext, _ request: GetTransactionRequest, _ responder: Responder) {
         let id = request.transactionID
         do throws(BillingError) {
-            try OrderService.checkText(id, field: "transaction_id", max: PageToken.maxTransactionIDBytes, required: true)
+            try OrderService.checkText(id, field: "transaction_id", max: Self.maxLookupIDBytes, required: true)
         } catch {
             return answer(error, context, responder)
         }

@@ -5,7 +5,7 @@ import ProtoWire
 /// id), as unpadded base64url of `<purchase time ms>:<transaction id>`. Opaque to callers; it names no
 /// account, so a token only positions a read of the account the request names.
 public enum PageToken {
-    /// The longest transaction id a token carries (the longest GetTransaction accepts).
+    /// The longest transaction id a token carries (a transaction id, never a purchase token).
     public static let maxTransactionIDBytes = 128
     /// Longer tokens are malformed before any decoding: base64 of the longest cursor.
     static let maxTokenBytes = (20 + 1 + maxTransactionIDBytes + 2) / 3 * 4

@@ -91,7 +91,7 @@ struct SQLLedger<DB: SQLExecutor>: PurchaseLedger {
                     t.revocationReason.map { .int(Int64($0)) } ?? .null, .int(Int64(t.store.rawValue)), .int(Int64(t.ownership.rawValue)),
                     .int(t.upgraded ? 1 : 0), .int(Int64(t.revocationType.rawValue)), .int(Int64(t.revocationPercentage)),
                     .int(t.price.priceMilliunits), .text(t.price.currency), .text(t.price.storefront), .text(t.price.offerID),
-                    .text(t.price.offerType), .text(t.subscriptionGroupID),
+                    .text(t.price.offerType), .text(t.subscriptionGroupID), .text(t.purchaseToken),
                 ])
         }
     }
@@ -206,6 +206,13 @@ struct SQLLedger<DB: SQLExecutor>: PurchaseLedger {
             try db.query(
                 LedgerSQL.transactionsByOriginal,
                 [.text(originalTransactionID)], { Self.decode($0) })
+        }
+    }
+
+    func transaction(purchaseToken: String) throws(BillingError) -> OwnedTransaction? {
+        guard !purchaseToken.isEmpty else { return nil }
+        return try run { () throws(StorageError) in
+            try db.query(LedgerSQL.transactionByPurchaseToken, [.text(purchaseToken)], { Self.decode($0) }).first
         }
     }
 
@@ -568,6 +575,7 @@ struct SQLLedger<DB: SQLExecutor>: PurchaseLedger {
         x.revocationPercentage = r.int(19)
         x.price = PriceFacts(priceMilliunits: r.int64(20), currency: r.text(21), storefront: r.text(22), offerID: r.text(23), offerType: r.text(24))
         x.subscriptionGroupID = r.text(25)
+        x.purchaseToken = r.text(26)
         return OwnedTransaction(transaction: x, accountID: r.text(2), orderID: r.optionalText(3))
     }
 
@@ -607,7 +615,7 @@ enum LedgerSQL {
         "transaction_id, original_transaction_id, account_id, order_id, product_id, product_kind, purchase_time_ms, expires_time_ms, "
         + "revocation_time_ms, quantity, environment, app_account_token, bundle_id, signed_time_ms, revocation_reason, "
         + "store, ownership, upgraded, revocation_type, revocation_percentage, price_milliunits, currency, storefront, offer_id, "
-        + "offer_type, subscription_group_id"
+        + "offer_type, subscription_group_id, purchase_token"
     static let entitlementColumns =
         "account_id, entitlement_key, product_id, product_kind, original_transaction_id, latest_transaction_id, "
         + "purchase_time_ms, expires_time_ms, revocation_time_ms, grace_period_expires_ms, auto_renew, environment, order_id, ended, "
@@ -620,7 +628,7 @@ enum LedgerSQL {
 
     static let transactionByID = "SELECT \(transactionColumns) FROM transactions WHERE transaction_id = $1"
     static let transactionByIDForUpdate = transactionByID + " FOR UPDATE"
-    static let insertTransaction = "INSERT INTO transactions (\(transactionColumns)) VALUES (\(placeholders(26)))"
+    static let insertTransaction = "INSERT INTO transactions (\(transactionColumns)) VALUES (\(placeholders(27)))"
     static let historyFirst =
         "SELECT \(transactionColumns) FROM transactions WHERE account_id = $1 ORDER BY purchase_time_ms DESC, transaction_id DESC LIMIT $2"
     /// A row value, so that both planners seek the history index to the cursor (an OR of the two conditions
@@ -628,6 +636,10 @@ enum LedgerSQL {
     static let historyNext =
         "SELECT \(transactionColumns) FROM transactions WHERE account_id = $1 AND (purchase_time_ms, transaction_id) < ($2, $3) "
         + "ORDER BY purchase_time_ms DESC, transaction_id DESC LIMIT $4"
+    /// `purchase_token <> ''` lets both planners use the partial index.
+    static let transactionByPurchaseToken =
+        "SELECT \(transactionColumns) FROM transactions WHERE purchase_token = $1 AND purchase_token <> '' "
+        + "ORDER BY purchase_time_ms DESC, transaction_id DESC LIMIT 1"
     static let transactionsByAccount = "SELECT \(transactionColumns) FROM transactions WHERE account_id = $1 ORDER BY transaction_id"
     static let transactionsByOriginal =
         "SELECT \(transactionColumns) FROM transactions WHERE original_transaction_id = $1 ORDER BY transaction_id"

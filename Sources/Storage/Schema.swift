@@ -280,6 +280,16 @@ enum Schema {
             ALTER TABLE renewals ADD COLUMN paused INTEGER NOT NULL DEFAULT 0;
             ALTER TABLE entitlements ADD COLUMN paused INTEGER NOT NULL DEFAULT 0;
             """,
+            // 13: a Google Play transaction's purchase token, so that GetTransaction (and support) finds it by the one id
+            // an Android app holds; filled for purchases recorded before from the acknowledgement queue (which holds
+            // each token with the transaction it first paid). Indexed only where there is one (App Store rows: '').
+            """
+            ALTER TABLE transactions ADD COLUMN purchase_token TEXT NOT NULL DEFAULT '';
+            UPDATE transactions SET purchase_token = (
+                SELECT a.purchase_token FROM play_acknowledgements a WHERE a.transaction_id = transactions.transaction_id)
+            WHERE store = 2 AND EXISTS (SELECT 1 FROM play_acknowledgements a WHERE a.transaction_id = transactions.transaction_id);
+            CREATE INDEX transactions_purchase_token ON transactions (purchase_token, purchase_time_ms) WHERE purchase_token <> '';
+            """,
         ]
     }
 }
