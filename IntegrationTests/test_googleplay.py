@@ -419,3 +419,113 @@ def test_billingctl_scripts_the_fake_and_verifies_with_the_api(fake):
     missing = subprocess.run([binary("billingctl"), "play", "verify", PACKAGE, "remove_ads", "no-such-token", "--service-account",
                               fake.service_account_path, "--api-url", fake.url, "--ca", fake.ca_path], capture_output=True, text=True, timeout=30)
     assert missing.returncode != 0 and "not found" in missing.stderr
+
+
+def long_token(n=300):
+    """A purchase token of n characters, in Google's alphabet (real ones are often longer than 128)."""
+    import secrets
+    alphabet = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-_."
+    return "".join(secrets.choice(alphabet) for _ in range(n))
+
+
+def db_flag(db):
+    return postgres_database() if db == "postgres" else None
+
+
+@pytest.mark.parametrize("db", ["sqlite", "postgres"])
+def test_get_transaction_by_a_300_character_purchase_token(fake, db):
+    """GetTransaction takes the purchase token the contract names, at its real length: a one-time product's token
+    answers its transaction, a subscription's the newest transaction of that token (after a renewal too)."""
+    node = start_rtdn(fake, database=db_flag(db))
+    try:
+        stub = billing(grpc.insecure_channel(node.address))
+        o = order(stub, "remove_ads", account="acct-token")
+        p = fake.add_product("remove_ads", account_id=o.order_id, token=long_token(300), notify=False)
+        assert len(p["token"]) == 300
+        submit(stub, o.order_id, p["token"], "remove_ads")
+        got = stub.GetTransaction(pb.GetTransactionRequest(transaction_id=p["token"]), timeout=10)
+        assert got.transaction.transaction_id == p["orderId"] and got.account_id == "acct-token"
+        assert got.order.order_id == o.order_id
+
+        o2 = order(stub, "pro_monthly", account="acct-token")
+        s = fake.add_subscription("pro_monthly", account_id=o2.order_id, token=long_token(400))
+        assert s["push"]["status"] == 200
+        got = stub.GetTransaction(pb.GetTransactionRequest(transaction_id=s["token"]), timeout=10)
+        assert got.transaction.transaction_id == s["orderId"] and got.account_id == "acct-token"
+        renewed = fake.renew(s["token"])
+        assert renewed["push"]["status"] == 200
+        got = stub.GetTransaction(pb.GetTransactionRequest(transaction_id=s["token"]), timeout=10)
+        assert got.transaction.transaction_id == renewed["orderId"], "the token's newest transaction"
+        # The bound is 512 bytes; an unknown token of that length is simply not found.
+        expect_error(lambda: stub.GetTransaction(pb.GetTransactionRequest(transaction_id=long_token(512)), timeout=10),
+                     grpc.StatusCode.NOT_FOUND, "TRANSACTION_NOT_FOUND")
+        expect_error(lambda: stub.GetTransaction(pb.GetTransactionRequest(transaction_id=long_token(513)), timeout=10),
+                     grpc.StatusCode.INVALID_ARGUMENT, "INVALID_FIELD")
+    finally:
+        node.stop()
+
+
+def account_events(stub, account):
+    return list(stub.ListEvents(pb.ListEventsRequest(after_cursor=0, limit=1000, account_id=account), timeout=10).events)
+
+
+@pytest.mark.parametrize("db", ["sqlite", "postgres"])
+def test_subscription_expired_writes_entitlement_expired_once(fake, db):
+    """SUBSCRIPTION_EXPIRED (the API reads SUBSCRIPTION_STATE_EXPIRED) ends the entitlement with one
+    ENTITLEMENT_EXPIRED, as the App Store's EXPIRED does; the same news again (a new message, a redelivery) writes
+    nothing."""
+    node = start_rtdn(fake, database=db_flag(db))
+    try:
+        stub = billing(grpc.insecure_channel(node.address))
+        o = order(stub, "pro_monthly", account="acct-exp")
+        s = fake.add_subscription("pro_monthly", account_id=o.order_id)
+        assert fake.cancel(s["token"])["push"]["status"] == 200
+        expired = fake.expire(s["token"])
+        assert expired["push"]["status"] == 200
+        e = entitlement(stub, "acct-exp")
+        assert e.state == pb.ENTITLEMENT_STATE_EXPIRED and not e.active
+        events = account_events(stub, "acct-exp")
+        ends = [ev for ev in events if ev.type == pb.EVENT_TYPE_ENTITLEMENT_EXPIRED]
+        assert len(ends) == 1 and ends[0].cause == "rtdn:SUBSCRIPTION_EXPIRED", [(ev.type, ev.cause) for ev in events]
+        assert ends[0].entitlement.state == pb.ENTITLEMENT_STATE_EXPIRED and not ends[0].entitlement.active
+        # The same state told again: a new Pub/Sub message, and a redelivery of the first one.
+        url = fake.rtdn_url
+        again = fake.push(url, fake.subscription_notification(fake.subscription(s["token"]), "SUBSCRIPTION_EXPIRED"))
+        assert again["status"] == 200 and json.loads(again["body"])["result"] == "applied"
+        assert len(account_events(stub, "acct-exp")) == len(events), "a repeat writes no event"
+    finally:
+        node.stop()
+
+
+@pytest.mark.parametrize("db", ["sqlite", "postgres"])
+def test_the_replaced_tokens_transaction_reads_upgraded(fake, db):
+    """An upgrade through linkedPurchaseToken: one entitlement (the new product), and the replaced purchase's
+    transaction is `upgraded`, as the App Store marks the transaction an upgrade supersedes; a deferred downgrade
+    marks nothing."""
+    node = start_rtdn(fake, database=db_flag(db))
+    try:
+        stub = billing(grpc.insecure_channel(node.address))
+        o = order(stub, "pro_monthly", account="acct-up")
+        s = fake.add_subscription("pro_monthly", account_id=o.order_id)
+        assert s["push"]["status"] == 200
+        up = fake.change(s["token"], "pro_yearly", replacement_mode="CHARGE_PRORATED_PRICE", period_ms=365 * 86400000)
+        assert up["push"]["status"] == 200
+        history = stub.ListTransactions(pb.ListTransactionsRequest(account_id="acct-up"), timeout=10).transactions
+        by_id = {t.transaction_id: t for t in history}
+        assert set(by_id) == {s["orderId"], up["orderId"]}, list(by_id)
+        assert by_id[s["orderId"]].upgraded, "the replaced purchase is superseded"
+        assert not by_id[up["orderId"]].upgraded
+        assert by_id[up["orderId"]].original_transaction_id == s["orderId"]
+        ents = stub.GetEntitlements(pb.GetEntitlementsRequest(account_id="acct-up", include_inactive=True), timeout=10).entitlements
+        assert [(e.product_id, e.active) for e in ents] == [("pro_yearly", True)]
+        got = stub.GetTransaction(pb.GetTransactionRequest(transaction_id=s["token"]), timeout=10)
+        assert got.transaction.upgraded and got.transaction.transaction_id == s["orderId"]
+        # A deferred change keeps the same token: nothing is superseded.
+        o2 = order(stub, "pro_yearly", account="acct-down")
+        d = fake.add_subscription("pro_yearly", account_id=o2.order_id)
+        fake.change(d["token"], "pro_monthly", replacement_mode="DEFERRED")
+        fake.renew(d["token"])
+        history = stub.ListTransactions(pb.ListTransactionsRequest(account_id="acct-down"), timeout=10).transactions
+        assert len(history) == 2 and not any(t.upgraded for t in history)
+    finally:
+        node.stop()

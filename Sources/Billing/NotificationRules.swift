@@ -122,6 +122,7 @@ public enum NotificationRules {
         state.billingRetry = r.billingRetry ?? false
         if let next = r.autoRenewProductID { state.autoRenewProductID = next }
         state.paused = r.paused ?? false
+        if r.ended && r.signedTimeMs > state.endedSignedTimeMs { state.endedSignedTimeMs = r.signedTimeMs }
         state.signedTimeMs = r.signedTimeMs
         try ledger.put(state)
     }

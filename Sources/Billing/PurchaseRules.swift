@@ -28,6 +28,8 @@ public protocol PurchaseLedger {
     func refund(orderID: String, refundedQuantity: Int, state: OrderState, nowMs: Int64) throws(BillingError) -> Order?
     /// Every transaction of one subscription (or one purchase), whoever owns it.
     func transactions(originalTransactionID: String) throws(BillingError) -> [OwnedTransaction]
+    /// The newest transaction (latest purchase) recorded with a Google Play purchase token; nil when none is.
+    func transaction(purchaseToken: String) throws(BillingError) -> OwnedTransaction?
     func entitlement(accountID: String, key: String) throws(BillingError) -> EntitlementRecord?
     func entitlements(accountID: String) throws(BillingError) -> [EntitlementRecord]
     func put(_ entitlement: EntitlementRecord) throws(BillingError)
@@ -389,6 +391,7 @@ public enum PurchaseRules {
         _ ledger: some PurchaseLedger, _ t: StoreTransaction, owner: String, transfer: Bool,
         context: RuleContext
     ) throws(BillingError) -> (OwnedTransaction, movedFrom: String?) {
+        try supersede(ledger, replacedBy: t, context: context)
         guard let known = try ledger.owned(transactionID: t.transactionID) else {
             let owned = OwnedTransaction(transaction: t, accountID: owner, orderID: nil)
             try ledger.insert(owned)
@@ -423,6 +426,21 @@ public enum PurchaseRules {
             return (owned, previous)
         }
         return (owned, nil)
+    }
+
+    /// Google Play: the purchase a new one replaced through `linkedPurchaseToken` is `upgraded` (as Apple marks the
+    /// transaction an upgrade supersedes) when the replacement cut its paid period short: Google said it took effect
+    /// at once, or the replaced period still ran when the new one was bought. A resubscribe after a lapse and a
+    /// deferred downgrade supersede nothing. Sticky, like Apple's isUpgraded (`merge`).
+    static func supersede(_ ledger: some PurchaseLedger, replacedBy t: StoreTransaction, context: RuleContext) throws(BillingError) {
+        guard t.store == .googlePlay, !t.replacedTransactionID.isEmpty, t.replacedTransactionID != t.transactionID,
+            let old = try ledger.owned(transactionID: t.replacedTransactionID), old.transaction.store == .googlePlay,
+            !old.transaction.upgraded, !old.transaction.isRevoked
+        else { return }
+        guard t.replacedAtOnce || old.transaction.expiresTimeMs > t.purchaseTimeMs else { return }
+        var superseded = old.transaction
+        superseded.upgraded = true
+        try ledger.update(superseded)
     }
 
     /// Transactions of the same original transaction that nobody owns yet (kept from notifications that came

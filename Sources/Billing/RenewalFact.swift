@@ -10,6 +10,10 @@ public struct RenewalFact: Sendable, Equatable {
     public var autoRenewProductID: String?
     /// Google Play: the subscription is paused by the user (no access until it resumes); nil when not said.
     public var paused: Bool?
+    /// The store says the subscription has ended, as of `signedTimeMs` (Google Play: SUBSCRIPTION_STATE_EXPIRED; the
+    /// App Store says it by an EXPIRED or GRACE_PERIOD_EXPIRED notification instead): the entitlement is EXPIRED
+    /// until a newer transaction, and ENTITLEMENT_EXPIRED is written once when it ends.
+    public var ended = false
 
     public init(
         originalTransactionID: String, autoRenew: Bool?, gracePeriodExpiresTimeMs: Int64?, signedTimeMs: Int64,

@@ -30,8 +30,16 @@ public struct StoreTransaction: Sendable, Equatable {
     public var revocationPercentage = 0
     public var price = PriceFacts()
     public var subscriptionGroupID = ""
-    /// Google Play: the purchase token the proof named (to acknowledge it); not stored with the transaction.
+    /// Google Play: the purchase token the proof named (to acknowledge it, and to find the transaction by it:
+    /// GetTransaction); empty for the App Store.
     public var purchaseToken = ""
+    /// Google Play: the transaction (orderId) of the purchase this one replaced through `linkedPurchaseToken` (an
+    /// upgrade, downgrade or resubscribe); it is marked `upgraded` when this one cut its paid period short. Read
+    /// from Google with this one; not stored.
+    public var replacedTransactionID = ""
+    /// Google Play: the store said the replacement took effect at once (`itemReplacement` with a mode other than
+    /// DEFERRED): the replaced purchase is superseded whatever its expiry says.
+    public var replacedAtOnce = false
 
     public init(
         transactionID: String, originalTransactionID: String, productID: String, productKind: ProductKind?,

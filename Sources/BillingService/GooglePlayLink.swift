@@ -111,8 +111,9 @@ public final class GooglePlayLink: Sendable {
             return .failure(.googlePlayUnavailable(detail: "a subscription without an order id"))
         }
         let original: String
+        let replaced: String
         switch firstOrder(packageName: packageName, linked: s.linkedPurchaseToken, fallback: orderID) {
-        case .success(let o): original = o
+        case .success(let o): (original, replaced) = o
         case .failure(let e): return .failure(e)
         }
         var t = StoreTransaction(
@@ -122,6 +123,8 @@ public final class GooglePlayLink: Sendable {
             bundleID: packageName, signedTimeMs: now())
         t.store = .googlePlay
         t.purchaseToken = token
+        t.replacedTransactionID = replaced
+        if let mode = item.itemReplacement?.replacementMode, mode != "DEFERRED", mode != "KEEP_EXISTING" { t.replacedAtOnce = true }
         t.subscriptionGroupID = packageName
         var price = PriceFacts(storefront: s.regionCode ?? "")
         if let money = item.recurringPrice {
@@ -133,16 +136,21 @@ public final class GooglePlayLink: Sendable {
         return .success((t, s))
     }
 
-    /// The orderId of a subscription chain's first purchase, without its `..N` renewal suffix.
-    func firstOrder(packageName: String, linked: String?, fallback: String) -> Result<String, BillingError> {
+    /// The orderId of a subscription chain's first purchase, without its `..N` renewal suffix; and the latest orderId
+    /// of the purchase `linked` names (the one this purchase replaced), "" when there is none.
+    func firstOrder(packageName: String, linked: String?, fallback: String) -> Result<(first: String, replaced: String), BillingError> {
         var order = fallback
+        var replaced = ""
         var next = linked
         var steps = 0
         while let token = next, !token.isEmpty, steps < Self.maxChain {
             steps += 1
             do {
                 let older = try api.subscriptionPurchase(packageName: packageName, token: token)
-                if let id = older.orderID, !id.isEmpty { order = id }
+                if let id = older.orderID, !id.isEmpty {
+                    order = id
+                    if steps == 1 { replaced = id }
+                }
                 next = older.linkedPurchaseToken
             } catch .notFound {
                 break  // Google keeps a replaced purchase 60 days: the oldest still known starts the chain
@@ -150,7 +158,7 @@ public final class GooglePlayLink: Sendable {
                 return .failure(map(error))
             }
         }
-        return .success(Self.baseOrderID(order))
+        return .success((Self.baseOrderID(order), replaced))
     }
 
     /// `GPA.1234-5678-9012-34567..3` -> `GPA.1234-5678-9012-34567`: renewals keep their first purchase's id.

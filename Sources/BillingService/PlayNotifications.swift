@@ -223,6 +223,8 @@ public final class PlayNotificationProcessor: Sendable {
             gracePeriodExpiresTimeMs: s.subscriptionState == .inGracePeriod ? (item?.expiryTimeMillis ?? t.expiresTimeMs) : nil, signedTimeMs: signedMs,
             billingRetry: s.subscriptionState == .onHold, autoRenewProductID: item?.deferredReplacementProductID ?? item?.productID)
         fact.paused = s.subscriptionState == .paused
+        // Google's word that it ended (SUBSCRIPTION_EXPIRED, or any later read): as of this read, like the transaction.
+        fact.ended = s.subscriptionState == .expired
         return fact
     }
 
