@@ -248,3 +248,48 @@ def test_billingctl_status_and_replay(tmp_path):
         assert rc != 0 and "WEBHOOKS_NOT_CONFIGURED" in err + out
     finally:
         plain.stop()
+
+
+def metric(node, name):
+    """One unlabelled sample of a node started with --metrics-listen 127.0.0.1:0."""
+    import urllib.request
+    started = next(json.loads(l) for l in node.log().splitlines() if '"msg":"started"' in l)
+    text = urllib.request.urlopen(f"http://{started['metrics']}/metrics", timeout=5).read().decode()
+    return next(float(l.split()[-1]) for l in text.splitlines() if l.startswith(name + " "))
+
+
+@pytest.mark.parametrize("db", ["sqlite", "postgres"])
+def test_lag_gauge_is_the_number_of_undelivered_events(db):
+    """billingd_webhook_lag_events is the cursor distance docs/CONFIGURATION.md promises: while the receiver is down
+    it counts every event committed and not delivered (not only those of the batch being retried), and 0 once all
+    are delivered."""
+    receiver = Receiver(new_secret())
+    node = Billingd(*hook_flags(receiver), "--metrics-listen", "127.0.0.1:0",
+                    database=postgres_database() if db == "postgres" else None)
+    try:
+        create(node, 2)
+        assert receiver.wait_for(2)
+        deadline = time.time() + 10
+        while time.time() < deadline and metric(node, "billingd_webhook_lag_events") != 0:
+            time.sleep(0.05)
+        assert metric(node, "billingd_webhook_lag_events") == 0
+        receiver.down()
+        # One event first, so that the sender is retrying it when the others commit.
+        create(node, 1)
+        time.sleep(1.5)
+        create(node, 2)
+        expected = len(feed(node)) - 2
+        assert expected == 3
+        deadline = time.time() + 10
+        while time.time() < deadline and metric(node, "billingd_webhook_lag_events") != expected:
+            time.sleep(0.05)
+        assert metric(node, "billingd_webhook_lag_events") == expected
+        receiver.up()
+        assert receiver.wait_for(5, timeout=40), node.log()[-2000:]
+        deadline = time.time() + 10
+        while time.time() < deadline and metric(node, "billingd_webhook_lag_events") != 0:
+            time.sleep(0.05)
+        assert metric(node, "billingd_webhook_lag_events") == 0
+    finally:
+        node.stop()
+        receiver.down()

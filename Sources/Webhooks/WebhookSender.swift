@@ -216,6 +216,7 @@ public final class WebhookSender: Sendable {
             $0.lastAttemptMs = started
         }
         if case .success(false) = recorded { return false }
+        refreshNewest()
         // The lease was renewed past the wait; the database failing is waited out the same way.
         sleep(milliseconds: wait)
         return !isStopping
@@ -302,7 +303,18 @@ public final class WebhookSender: Sendable {
             if wake.wait(timeout: deadline) == .timedOut { return }
             wakePending.store(false, ordering: .releasing)
             if wakeable { return }
+            // Waiting out a retry while commits go on: the lag gauge follows them (the cursor distance it promises),
+            // not the newest cursor of the batch being retried.
+            refreshNewest()
         }
+    }
+
+    /// Reads the newest committed cursor into the snapshot (one small read; the next batch is read after the retry).
+    private func refreshNewest() {
+        let newest: Result<UInt64, BillingError> = Blocking.wait { done in
+            store.read({ ledger throws(BillingError) in try ledger.lastCursor() }, completion: done)
+        }
+        if case .success(let n) = newest { snapshot.withLock { $0.newest = max($0.newest, n) } }
     }
 }
 
