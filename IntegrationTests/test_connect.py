@@ -17,6 +17,7 @@ import time
 import urllib.request
 
 import grpc
+import h2.exceptions
 import httpx
 import pytest
 from connectrpc.client import ConnectClientSync
@@ -502,8 +503,9 @@ def test_connect_errors(srv, transport):
 
         connect_code(post("{}", path=f"{srv.url}/billing.v1.Billing/Nope"), 501, "unimplemented")
         connect_code(post("{}", path=f"{srv.url}/made.up.Service/Nope"), 501, "unimplemented")
-        # A server stream asked for with a unary content type: unimplemented (it takes application/connect+json).
-        connect_code(post("{}", path=f"{srv.url}/billing.v1.Billing/WatchEvents"), 501, "unimplemented")
+        # A server stream asked for with a unary content type: 415 (it takes application/connect+json), as connect-go.
+        r = post("{}", path=f"{srv.url}/billing.v1.Billing/WatchEvents")
+        assert r.status_code == 415 and "application/connect+json" in r.text, r.text
         # Malformed JSON, a JSON value of the wrong type, not an object, and undecodable protobuf.
         for body in ('{"orderId":', '{"orderId": 5}', "[]", "null"):
             assert "request is not a billing.v1.GetOrderRequest" in connect_code(post(body), 400, "invalid_argument")["message"]
@@ -836,3 +838,158 @@ def test_watch_events_stream_by_hand_connect_json_http2(own):
         data = data[5 + n:]
     assert frames[0][0] == 0 and frames[0][1]["accountId"] == "hand", frames
     assert frames[-1][0] == 2 and frames[-1][1]["error"]["code"] == "deadline_exceeded", frames
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# Streams answer errors in the end-of-stream message; one in-flight limit for every protocol
+
+
+def end_of_stream(body):
+    """A Connect streaming body -> (messages, the end-of-stream JSON)."""
+    messages, i = [], 0
+    while i < len(body):
+        flags, n = body[i], int.from_bytes(body[i + 1:i + 5], "big")
+        data = body[i + 5:i + 5 + n]
+        i += 5 + n
+        if flags & 0x02:
+            assert i == len(body), "the end-of-stream message comes last"
+            return messages, json.loads(data)
+        messages.append(data)
+    raise AssertionError("no end-of-stream message")
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_watch_events_with_a_unary_content_type_is_415(srv, transport):
+    """connect-go answers a streaming procedure called with application/json or application/proto 415."""
+    with hx(transport) as c:
+        for content_type in ("application/json", "application/proto"):
+            r = c.post(f"{srv.url}/billing.v1.Billing/WatchEvents", content=b"{}", headers={"content-type": content_type})
+            assert r.status_code == 415, (content_type, r.status_code, r.text)
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_watch_events_without_a_key_is_200_with_unauthenticated_in_the_end_of_stream(keyed, transport):
+    """The Connect protocol: a streaming call's error is HTTP 200 and the end-of-stream message (an HTTP 401 would
+    be a broken transport to a Connect client)."""
+    request = b'{"afterCursor":"0"}'
+    with hx(transport) as c:
+        for headers in ({}, {"authorization": "Bearer wrong"}):
+            r = c.post(f"{keyed.url}/billing.v1.Billing/WatchEvents", content=frame(request),
+                       headers={"content-type": "application/connect+json", **headers})
+            assert r.status_code == 200 and r.headers["content-type"] == "application/connect+json", (r.status_code, r.text)
+            messages, end = end_of_stream(r.content)
+            assert messages == [] and end["error"]["code"] == "unauthenticated", end
+            [detail] = end["error"]["details"]
+            assert info_from_value(detail["value"]).reason == "UNAUTHENTICATED"
+        # The proto codec the same (the end-of-stream message is JSON in both).
+        r = c.post(f"{keyed.url}/billing.v1.Billing/WatchEvents", content=frame(pb.WatchEventsRequest().SerializeToString()),
+                   headers={"content-type": "application/connect+proto"})
+        assert r.status_code == 200 and end_of_stream(r.content)[1]["error"]["code"] == "unauthenticated"
+        # A key that may not call it: permission_denied, the same way.
+        r = c.post(f"{keyed.url}/billing.v1.Billing/WatchEvents", content=frame(request),
+                   headers={"content-type": "application/connect+json", "authorization": f"Bearer {SUPPORT_KEY}"})
+        assert r.status_code == 200 and end_of_stream(r.content)[1]["error"]["code"] == "permission_denied"
+        # A malformed timeout: invalid_argument in the end-of-stream message too.
+        r = c.post(f"{keyed.url}/billing.v1.Billing/WatchEvents", content=frame(request),
+                   headers={"content-type": "application/connect+json", "connect-timeout-ms": "x",
+                            "authorization": f"Bearer {KEY}"})
+        assert r.status_code == 200 and end_of_stream(r.content)[1]["error"]["code"] == "invalid_argument"
+    # The connectrpc client reads it as the call's status, not as a transport failure.
+    client = connect_client(keyed, transport, "connect")
+    with pytest.raises(ConnectError) as e:
+        list(client.execute_server_stream(request=pb.WatchEventsRequest(after_cursor=0), method=WATCH))
+    assert e.value.code == Code.UNAUTHENTICATED, e.value
+    got = []
+    with pytest.raises(ConnectError) as e:
+        for event in client.execute_server_stream(request=pb.WatchEventsRequest(after_cursor=0), method=WATCH,
+                                                  headers={"authorization": f"Bearer {KEY}"}, timeout_ms=800):
+            got.append(event)
+    assert e.value.code == Code.DEADLINE_EXCEEDED, e.value
+
+
+def in_flight(server):
+    line = next(l for l in server.metrics().splitlines() if l.startswith("billingd_rpc_in_flight "))
+    return float(line.split()[1])
+
+
+def test_max_in_flight_is_one_limit_for_grpc_connect_and_grpc_web(own):
+    """--max-in-flight 8 and 16 long calls (WatchEvents streams, which hold their slot until they end) mixed over
+    gRPC, Connect and gRPC-Web: exactly 8 run, the other 8 answer RESOURCE_EXHAUSTED OVERLOADED, whatever their
+    protocol, and billingd_rpc_in_flight reads 8. Before, each protocol family had a count of its own (up to 16 ran)."""
+    s = own("--max-in-flight", "8")
+    request = pb.WatchEventsRequest(after_cursor=0)
+    results, lock = [], threading.Lock()
+    open_streams = []
+
+    def note(protocol, outcome):
+        with lock:
+            results.append((protocol, outcome))
+
+    def run_grpc():
+        call = s.stub.WatchEvents(request, timeout=30)
+        open_streams.append(call)
+        try:
+            for _ in call:
+                pass
+            note("grpc", "ended")
+        except grpc.RpcError as e:
+            if e.code() == grpc.StatusCode.CANCELLED:
+                return
+            note("grpc", "overloaded" if e.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and error_info(e).reason == "OVERLOADED"
+                 else f"other {e.code()}")
+
+    def run_http(protocol):
+        content_type = "application/connect+proto" if protocol == "connect" else "application/grpc-web+proto"
+        with httpx.Client(http1=False, http2=True, timeout=30) as c:
+            with c.stream("POST", f"{s.url}/billing.v1.Billing/WatchEvents", content=frame(request.SerializeToString()),
+                          headers={"content-type": content_type}) as r:
+                assert r.status_code == 200
+                data = b""
+                try:
+                    for chunk in r.iter_bytes():
+                        data += chunk
+                        # A refused call ends at once with its status; an admitted one stays open, sending nothing.
+                        if protocol == "connect" and len(data) >= 5 and data[0] & 0x02:
+                            break
+                        if protocol == "grpc-web" and len(data) >= 5 and data[0] & 0x80:
+                            break
+                except (httpx.HTTPError, h2.exceptions.ProtocolError):
+                    if not data:
+                        return  # an admitted stream, open until the test's server stops
+                    raise
+                if protocol == "connect":
+                    end = end_of_stream(data)[1]
+                    ok = end.get("error", {}).get("code") == "resource_exhausted" and \
+                        info_from_value(end["error"]["details"][0]["value"]).reason == "OVERLOADED"
+                else:
+                    trailers = parse_grpc_web(data)[1]
+                    status = status_pb2.Status.FromString(b64decode(trailers["grpc-status-details-bin"]))
+                    info = error_details_pb2.ErrorInfo()
+                    ok = trailers["grpc-status"] == "8" and status.details[0].Unpack(info) and info.reason == "OVERLOADED"
+                note(protocol, "overloaded" if ok else f"other {data[:200]!r}")
+
+    plan = ["grpc", "connect", "grpc-web"] * 5 + ["grpc"]
+    threads = []
+    for i, protocol in enumerate(plan):
+        th = threading.Thread(target=run_grpc if protocol == "grpc" else run_http, args=() if protocol == "grpc" else (protocol,),
+                              daemon=True)
+        th.start()
+        threads.append(th)
+    deadline = time.time() + 20
+    while time.time() < deadline and len(results) < 8:
+        time.sleep(0.05)
+    time.sleep(0.3)  # nothing more is refused: the 8 admitted stay open
+    with lock:
+        outcomes = list(results)
+    assert len(outcomes) == 8 and all(o == "overloaded" for _, o in outcomes), outcomes
+    assert in_flight(s) == 8
+    # An admitted call of each kind really runs: a new event reaches every open stream (not checked here), and a
+    # unary call is refused while the 8 hold their slots.
+    err = grpc_error(lambda: s.stub.GetOrder(pb.GetOrderRequest(order_id=unknown_order_id()), timeout=5))
+    assert err.code() == grpc.StatusCode.RESOURCE_EXHAUSTED and error_info(err).reason == "OVERLOADED"
+    with hx("http1") as c:
+        r = c.post(f"{s.url}/billing.v1.Billing/GetOrder", content=json.dumps({"orderId": unknown_order_id()}),
+                   headers={"content-type": "application/json"})
+        assert r.status_code == 429 and r.json()["code"] == "resource_exhausted", r.text
+    for call in open_streams:
+        call.cancel()

@@ -1,4 +1,3 @@
-import Dispatch
 import Gzip
 public import HTTP2
 public import ProtoJSON
@@ -16,8 +15,10 @@ public struct ConnectConfiguration: Sendable {
     public var maxMessageBytes = 4 << 20
     /// The longest a call may run: a larger or missing `connect-timeout-ms` / `grpc-timeout` is capped to this.
     public var maxDeadlineNanoseconds: Int64 = 60_000_000_000
-    /// Calls dispatched and not yet answered; more answer RESOURCE_EXHAUSTED OVERLOADED.
+    /// Calls dispatched and not yet answered; more answer RESOURCE_EXHAUSTED OVERLOADED. Used when `admission` is nil.
     public var maxInFlight = 10_000
+    /// The port's one in-flight count and limit, shared with its gRPC calls (`ServerConfiguration.admission`).
+    public var admission: CallAdmission?
 
     public init() {}
 }
@@ -30,7 +31,7 @@ public final class ConnectGateway: Sendable {
     private let router: Router
     private let registry: Registry
     private let configuration: ConnectConfiguration
-    private let inFlight = Atomic<Int>(0)
+    private let admission: CallAdmission
     private let requestCounter = Atomic<UInt64>(0)
     private let requestIDPrefix: String
 
@@ -38,6 +39,7 @@ public final class ConnectGateway: Sendable {
         self.router = router
         self.registry = registry
         self.configuration = configuration
+        admission = configuration.admission ?? CallAdmission(limit: configuration.maxInFlight)
         requestIDPrefix = "c" + String(UInt32.random(in: 0...UInt32.max), radix: 16)
     }
 
@@ -72,6 +74,13 @@ public final class ConnectGateway: Sendable {
         }
         if case .connectStream = kind, let method = registry.method(path: request.path), !method.serverStreaming {
             return cors(HTTPResponse(status: 415, text: "\(request.path) is unary: use application/proto or application/json\n"), origin: origin)
+        }
+        // A streaming method asked for with a unary content type: the media type is wrong for it (415), as connect-go
+        // answers, before any body is read.
+        if case .connectUnary = kind, let method = registry.method(path: request.path), method.serverStreaming {
+            return cors(
+                HTTPResponse(status: 415, text: "\(request.path) streams: use application/connect+proto or application/connect+json\n"),
+                origin: origin)
         }
         if case .connectUnary = kind, let version = request.header("connect-protocol-version"), version != "1" {
             return cors(errorResponse(RPCError(code: .invalidArgument, message: "connect-protocol-version must be 1"), kind: kind), origin: origin)
@@ -130,7 +139,8 @@ public final class ConnectGateway: Sendable {
         guard let kind = RequestKind.of(contentType: request.header("content-type") ?? "") else {
             return respond(cors(unsupportedMediaType(request.header("content-type")), origin: origin))
         }
-        let started = ContinuousClock.now
+        // One clock for the call: CLOCK_MONOTONIC, that of the loops' timers and of gRPC calls' deadlines.
+        let started = CallClock.now()
         let number = requestCounter.add(1, ordering: .relaxed).newValue
         let path = request.path
         let methodName = path.hasPrefix("/") ? String(path.dropFirst()) : path
@@ -140,7 +150,7 @@ public final class ConnectGateway: Sendable {
             router.callObserver?(
                 CallRecord(
                     method: methodName, knownMethod: route != nil, code: error?.code ?? .ok, reason: error?.reason,
-                    durationNanoseconds: UInt64(max(0, (ContinuousClock.now - started).nanoseconds)), peer: request.peer,
+                    durationNanoseconds: CallClock.now() &- started, peer: request.peer,
                     requestIDPrefix: requestIDPrefix, requestNumber: number, notes: cancellation.noted, peerSubject: nil,
                     wireProtocol: kind.wireProtocol.rawValue))
         }
@@ -161,7 +171,7 @@ public final class ConnectGateway: Sendable {
         }
         // The call's context: its metadata are the request's header fields but the transport's own.
         let metadata = request.headers.filter { !Self.isTransportField($0.name) }
-        var deadline: ContinuousClock.Instant?
+        var deadline: UInt64 = 0
         let cap = configuration.maxDeadlineNanoseconds
         let isStream: Bool
         if case .serverStreaming = route { isStream = true } else { isStream = false }
@@ -169,21 +179,22 @@ public final class ConnectGateway: Sendable {
         // cap as its deadline (handlers stop there) and a stream has none, as over gRPC. A timer runs only for an
         // asked timeout (none per call otherwise).
         var timeout: Int64?
-        if cap > 0 && !isStream { deadline = started.advanced(by: .nanoseconds(cap)) }
+        if cap > 0 && !isStream { deadline = started &+ UInt64(cap) }
         switch Self.timeout(request, kind: kind) {
         case .none: break
         case .some(.some(let nanos)): timeout = cap > 0 ? min(nanos, cap) : nanos
         case .some(.none):
             return answer(.failure(RPCError(code: .invalidArgument, message: "malformed timeout header")))
         }
-        if let timeout { deadline = started.advanced(by: .nanoseconds(timeout)) }
+        if let timeout { deadline = started &+ UInt64(max(0, timeout)) }
         let context = CallContext(
-            method: methodName, metadata: metadata, deadline: deadline, peer: request.peer,
-            requestID: RequestID(prefix: requestIDPrefix, number: number), cancellation: cancellation)
+            CallInfo(
+                method: methodName, metadata: metadata, monotonicDeadline: deadline, peer: request.peer,
+                requestID: RequestID(prefix: requestIDPrefix, number: number), cancellation: cancellation, peerSubject: nil))
         if let refusal = router.refusal(for: context) { return answer(.failure(refusal)) }
         if case .serverStreaming(_, let handler) = route {
             return stream(
-                request, kind: kind, path: path, context: context, timeout: timeout, handler: handler,
+                request, kind: kind, path: path, context: context, timeout: timeout, timers: request.timers, handler: handler,
                 respond: { respond(self.cors($0, origin: origin)) }, record: record)
         }
         guard case .unary(_, let handler) = route else {
@@ -199,22 +210,24 @@ public final class ConnectGateway: Sendable {
         } catch {
             return answer(.failure(error))
         }
-        if inFlight.add(1, ordering: .relaxed).newValue > configuration.maxInFlight {
-            inFlight.subtract(1, ordering: .relaxed)
-            return answer(.failure(.overloaded))
-        }
+        // The port's one in-flight count: gRPC calls hold slots of the same object.
+        guard admission.enter() else { return answer(.failure(.overloaded)) }
         // The first of the handler's answer and the deadline wins.
         let once = Atomic<Bool>(false)
+        let timer = CallTimer()
         let finish: @Sendable (Result<[UInt8], RPCError>) -> Void = { [self] result in
             guard once.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged else { return }
-            inFlight.subtract(1, ordering: .relaxed)
+            timer.cancel()
+            admission.leave()
             answer(result)
         }
-        if let timeout {
-            DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(Int(min(timeout, Int64(Int.max))))) {
-                cancellation.cancel()
-                finish(.failure(.deadlineExceeded))
-            }
+        // The asked timeout is a timer on the request's loop, as a gRPC call's is.
+        if let timeout, let timers = request.timers {
+            timer.arm(
+                timers.schedule(afterNanoseconds: timeout) {
+                    cancellation.cancel()
+                    finish(.failure(.deadlineExceeded))
+                })
         }
         handler(context, message, Responder { result in finish(result.map { Array($0.dropFirst(MessageFraming.prefixSize)) }) })
     }
@@ -224,7 +237,7 @@ public final class ConnectGateway: Sendable {
     /// written as the handler sends. Messages the peer has not taken count against the writer's budget until
     /// the transport takes them, so a stalled reader is ended as over gRPC.
     private func stream(
-        _ request: HTTPRequest, kind: RequestKind, path: String, context: CallContext, timeout: Int64?,
+        _ request: HTTPRequest, kind: RequestKind, path: String, context: CallContext, timeout: Int64?, timers: RequestTimers?,
         handler: @escaping ServerStreamingHandler, respond: @escaping @Sendable (HTTPResponse) -> Void,
         record: @escaping @Sendable (RPCError?) -> Void
     ) {
@@ -258,9 +271,11 @@ public final class ConnectGateway: Sendable {
         }
         let body = HTTPBodyStream()
         let once = Atomic<Bool>(false)
+        let timer = CallTimer()
         let done: @Sendable (RPCError?) -> Void = { [self] error in
             guard once.compareExchange(expected: false, desired: true, ordering: .acquiringAndReleasing).exchanged else { return }
-            inFlight.subtract(1, ordering: .relaxed)
+            timer.cancel()
+            admission.leave()
             record(error)
         }
         let message: [UInt8]
@@ -270,8 +285,7 @@ public final class ConnectGateway: Sendable {
             respond(HTTPResponse(status: 200, contentType: contentType, body: end(error)))
             return record(error)
         }
-        if inFlight.add(1, ordering: .relaxed).newValue > configuration.maxInFlight {
-            inFlight.subtract(1, ordering: .relaxed)
+        guard admission.enter() else {
             respond(HTTPResponse(status: 200, contentType: contentType, body: end(.overloaded)))
             return record(.overloaded)
         }
@@ -298,11 +312,12 @@ public final class ConnectGateway: Sendable {
             cancellation.cancel()
             done(.cancelled)
         }
-        if let timeout {
-            DispatchQueue.global().asyncAfter(deadline: .now() + .nanoseconds(Int(min(timeout, Int64(Int.max))))) {
-                cancellation.cancel()
-                writer.abort(.deadlineExceeded)
-            }
+        if let timeout, let timers {
+            timer.arm(
+                timers.schedule(afterNanoseconds: timeout) {
+                    cancellation.cancel()
+                    writer.abort(.deadlineExceeded)
+                })
         }
         respond(HTTPResponse(status: 200, contentType: contentType, stream: body))
         handler(context, message, writer)
@@ -438,15 +453,34 @@ public final class ConnectGateway: Sendable {
             var headers = [("grpc-status", String(error.code.rawValue)), ("grpc-message", GRPCHeaders.grpcMessage(error.message))]
             if let rich = error.richStatus { headers.append(("grpc-status-details-bin", Base64.encode(rich.encoded()))) }
             return grpcWebResponse(GRPCWeb.trailerFrame(error), text: text, codec: codec, headers: headers)
+        case .connectStream(let codec):
+            // A streaming call's error is never an HTTP status: 200 and the end-of-stream message carrying it, which
+            // Connect clients read as the call's status (an HTTP error would be a broken transport to them).
+            let json = Array(("{\"error\":" + ConnectError.json(error) + "}").utf8)
+            return HTTPResponse(
+                status: 200, contentType: codec == .json ? "application/connect+json" : "application/connect+proto",
+                body: Self.envelope(json, flags: 0x02))
         default:
             return HTTPResponse(status: ConnectError.httpStatus(error.code), contentType: "application/json", text: ConnectError.json(error))
         }
     }
 }
 
-extension Duration {
-    fileprivate var nanoseconds: Int64 {
-        let (seconds, attoseconds) = components
-        return seconds * 1_000_000_000 + attoseconds / 1_000_000_000
+/// A call's deadline timer, armed once it is scheduled and cancelled when the call ends first (from any thread).
+final class CallTimer: Sendable {
+    private let timer = Mutex<RequestTimer?>(nil)
+    private let ended = Atomic<Bool>(false)
+
+    func arm(_ t: RequestTimer) {
+        timer.withLock { $0 = t }
+        if ended.load(ordering: .acquiring) { cancel() }
+    }
+
+    func cancel() {
+        ended.store(true, ordering: .releasing)
+        timer.withLock { t -> RequestTimer? in
+            defer { t = nil }
+            return t
+        }?.cancel()
     }
 }

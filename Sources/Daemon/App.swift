@@ -186,6 +186,9 @@ public final class App: Sendable {
         serverConfig.maxConcurrentStreams = configuration.maxConcurrentStreams
         serverConfig.maxConnections = configuration.maxConnections
         serverConfig.maxInFlight = configuration.maxInFlight
+        // One in-flight count and limit for the port's every protocol: gRPC here, Connect and gRPC-Web in their gateway.
+        let admission = CallAdmission(limit: configuration.maxInFlight)
+        serverConfig.admission = admission
         serverConfig.maxHeaderListBytes = configuration.maxHeaderListBytes
         serverConfig.maxConnectionBufferBytes = configuration.maxConnectionBufferBytes
         serverConfig.maxDeadlineNanoseconds = Int64(configuration.maxDeadline * 1e9)
@@ -214,6 +217,7 @@ public final class App: Sendable {
             connect.maxMessageBytes = configuration.maxMessageBytes
             connect.maxDeadlineNanoseconds = serverConfig.maxDeadlineNanoseconds
             connect.maxInFlight = configuration.maxInFlight
+            connect.admission = admission
             do {
                 let registry = try ProtoJSON.Registry(base64Files: BillingDescriptors.files.values)
                 serverConfig.http = ConnectGateway(router: router, registry: registry, configuration: connect).service
@@ -230,7 +234,7 @@ public final class App: Sendable {
         let server = self.server
         let storeForReady = store
         let registry = metrics.registry
-        registry.gauge("billingd_rpc_in_flight", help: "Calls being handled.") { Double(server.inFlightCount) }
+        registry.gauge("billingd_rpc_in_flight", help: "Calls being handled, over every protocol (gRPC, Connect, gRPC-Web).") { Double(server.inFlightCount) }
         registry.gauge("billingd_connections", help: "Open HTTP/2 connections.") { Double(server.connectionCount) }
         registry.gauge("billingd_db_queued_jobs", help: "Database jobs waiting for a connection (at most --max-in-flight per queue).") {
             Double(storeForReady.queuedJobs)

@@ -109,13 +109,14 @@ extension H2ServerSession {
     private func begin(_ stream: ServerStream, deadline: UInt64) -> CallContext {
         let info = readyCall(stream)
         stream.requestNumber = shared.nextRequestNumber()
-        shared.callStarted()
         info.prepare(method: stream.methodName, metadata: stream.head.metadata, monotonicDeadline: deadline, requestNumber: stream.requestNumber)
         return CallContext(info)
     }
 
     /// A bidirectional call starts at its headers: the handler gets a writer and returns its receiver.
     func startBidi(_ stream: ServerStream) {
+        // Dispatched at its headers (`finished` gives the slot back); counted, not limited, as before.
+        shared.admission.enterUnchecked()
         guard let handler = stream.route?.bidi else { return }
         stream.capDeadline = 0
         var deadline: UInt64 = 0
@@ -154,14 +155,16 @@ extension H2ServerSession {
         // The handler owns the message now; the budget counts only what waits for more bytes.
         releaseBuffer(stream)
         // Fields read one by one: a copy of the whole configuration retained and released every reference in it.
-        if shared.inFlight.load(ordering: .relaxed) >= shared.configuration.maxInFlight {
-            act(stream, stream.state.fail(.overloaded))
-            return
-        }
         let streaming = stream.state.isStreaming
         let rule = CallRules.deadline(timeout: stream.head.timeout, streaming: streaming, capNanoseconds: shared.configuration.maxDeadlineNanoseconds)
         if case .malformed(let error) = rule {
             act(stream, stream.state.fail(error))
+            return
+        }
+        // The slot is the port's, shared with Connect and gRPC-Web; given back at the stream's end (`finished`, as
+        // `handedOver` marks it dispatched).
+        guard shared.admission.enter() else {
+            act(stream, stream.state.fail(.overloaded))
             return
         }
         stream.state.handedOver()

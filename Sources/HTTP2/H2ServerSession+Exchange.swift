@@ -29,7 +29,9 @@ extension H2ServerSession {
         var headers = stream.head.metadata
         if !stream.head.contentType.isEmpty { headers.append(("content-type", stream.head.contentType)) }
         let path = stream.head.path.firstIndex(of: "?").map { String(stream.head.path[..<$0]) } ?? stream.head.path
-        return HTTPRequest(method: stream.head.method, path: path, headers: headers, body: [], peer: peer, httpVersion: "HTTP/2")
+        var request = HTTPRequest(method: stream.head.method, path: path, headers: headers, body: [], peer: peer, httpVersion: "HTTP/2")
+        request.timers = RequestTimers(host: host)
+        return request
     }
 
     /// A chunk of an exchange's body: kept within the service's limit (over it: 413 at once) and the

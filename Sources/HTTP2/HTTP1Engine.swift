@@ -179,7 +179,8 @@ final class HTTP1Engine: EventHandler {
             var headers: [(name: String, value: String)] = []
             _ = withUnsafeMutablePointer(to: &headers) { MHD_get_connection_values(connection, .HEADER_KIND, http1Header, $0) }
             let headerBytes = method.utf8.count + url.utf8.count + headers.reduce(0) { $0 + $1.name.utf8.count + $1.value.utf8.count + 4 }
-            let request = HTTPRequest(method: method, path: url, headers: headers, peer: entries[id]?.peer ?? "", httpVersion: version)
+            var request = HTTPRequest(method: method, path: url, headers: headers, peer: entries[id]?.peer ?? "", httpVersion: version)
+            request.timers = RequestTimers(host: loop)
             if let response = stopping ? HTTPResponse.shuttingDown : service.early(request, headerBytes: headerBytes) {
                 entries[id]?.deadline = 0
                 return queue(response, on: connection)

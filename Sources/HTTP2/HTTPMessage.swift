@@ -1,3 +1,5 @@
+import Synchronization
+
 /// One request as the handlers see it, the same for HTTP/1.1 and HTTP/2.
 public struct HTTPRequest: Sendable {
     /// The method as sent (`GET`, `HEAD`, `POST`, ...). `HEAD` is answered like `GET`: the server drops the body.
@@ -12,6 +14,9 @@ public struct HTTPRequest: Sendable {
     public var peer: String
     /// `HTTP/1.1` (`HTTP/1.0` from old clients) or `HTTP/2`.
     public var httpVersion: String
+    /// The timers and clock of the event loop the request arrived on (nil for a request a test built): a handler,
+    /// called on that loop, sets a call's deadline there, as the session does for a gRPC call.
+    public var timers: RequestTimers?
 
     /// A request; the server builds these, tests may too.
     public init(
@@ -80,4 +85,48 @@ public struct HTTPResponse: Sendable {
     package static let shuttingDown = HTTPResponse.plain(503, "shutting down")
     /// The request did not arrive in time.
     package static let requestTimeout = HTTPResponse.plain(408, "request timeout")
+}
+
+/// The timers of the loop a request arrived on (`HTTPRequest.timers`): the same timers and CLOCK_MONOTONIC that gRPC
+/// calls' deadlines use, so that a call's deadline is one timer on its loop whatever the protocol.
+public struct RequestTimers: Sendable {
+    let host: any SessionHost
+
+    init(host: any SessionHost) {
+        self.host = host
+    }
+
+    /// The loop's monotonic clock, in nanoseconds.
+    public func now() -> UInt64 { host.now() }
+
+    /// Runs `action` on the loop after `nanoseconds`. Called on the loop (the handler's thread); the timer's
+    /// `cancel` may be called from any thread.
+    public func schedule(afterNanoseconds nanoseconds: Int64, _ action: @escaping @Sendable () -> Void) -> RequestTimer {
+        host.assertInHost("RequestTimers.schedule", file: #fileID, line: #line)
+        let timer = RequestTimer(host: host)
+        timer.id.withLock { $0 = host.schedule(afterNanoseconds: max(0, nanoseconds)) { action() } }
+        return timer
+    }
+}
+
+/// One timer of `RequestTimers.schedule`.
+public final class RequestTimer: Sendable {
+    let host: any SessionHost
+    let id = Mutex<Int?>(nil)
+
+    init(host: any SessionHost) {
+        self.host = host
+    }
+
+    /// Cancels the timer if it has not run (from any thread: the cancellation runs on the loop).
+    public func cancel() {
+        guard
+            let taken = id.withLock({ id -> Int? in
+                defer { id = nil }
+                return id
+            })
+        else { return }
+        let host = self.host
+        if host.inHost { host.cancelTimer(taken) } else { host.execute { host.cancelTimer(taken) } }
+    }
 }

@@ -16,8 +16,11 @@ public struct ServerConfiguration: Sendable {
     public var maxHeaderListBytes = 16 << 10
     /// Open connections accepted at once; more are closed at accept.
     public var maxConnections = 10_000
-    /// Calls dispatched and not yet answered; more answer RESOURCE_EXHAUSTED OVERLOADED.
+    /// Calls dispatched and not yet answered; more answer RESOURCE_EXHAUSTED OVERLOADED. Used when `admission` is nil.
     public var maxInFlight = 10_000
+    /// The in-flight count and limit this server's gRPC calls share with the other protocols of its port (the
+    /// Connect gateway behind `http` takes the same object); nil: one of its own, of `maxInFlight`.
+    public var admission: CallAdmission?
     /// Whether handlers' `note`s are kept for the call record (only the per-call log line reads them).
     public var keepsCallNotes = true
     /// Request bytes one connection may hold in unfinished messages, over all its streams; the stream
@@ -62,7 +65,8 @@ final class ServerShared: Sendable {
     let refusedConnections = Atomic<Int>(0)
     /// Open connections by peer address (only when `maxConnectionsPerAddress` is set).
     private let byAddress = Mutex<[String: Int]>([:])
-    let inFlight = Atomic<Int>(0)
+    /// The one in-flight count (every protocol of the port).
+    let admission: CallAdmission
     let requestCounter = Atomic<UInt64>(0)
     /// Calls answered, by gRPC code (index = raw value).
     let byCode: CodeCounters
@@ -74,6 +78,7 @@ final class ServerShared: Sendable {
         self.observe = router.callObserver ?? { _ in }
         self.observes = router.callObserver != nil
         self.authenticates = router.authenticates
+        self.admission = configuration.admission ?? CallAdmission(limit: configuration.maxInFlight)
         self.byCode = CodeCounters()
         let random = UInt32.random(in: 0...UInt32.max)
         self.requestIDPrefix = String(random, radix: 16)
@@ -114,10 +119,8 @@ final class ServerShared: Sendable {
             counts[addressKey] = n > 0 ? n : nil
         }
     }
-    func callStarted() { inFlight.add(1, ordering: .relaxed) }
-
     func finished(stream: ServerStream, code: StatusCode, reason: String?, peer: String, peerSubject: String? = nil) {
-        if stream.state.wasDispatched { inFlight.subtract(1, ordering: .relaxed) }
+        if stream.state.wasDispatched { admission.leave() }
         byCode.add(code)
         guard observes else { return }
         let elapsed = stream.startedAt == 0 ? 0 : Monotonic.now() &- stream.startedAt
@@ -323,8 +326,10 @@ public final class Server: Sendable {
 
     /// Open connections across all loops.
     public var connectionCount: Int { shared.connections.load(ordering: .relaxed) }
-    /// Calls dispatched to handlers and not yet answered.
-    public var inFlightCount: Int { shared.inFlight.load(ordering: .relaxed) }
+    /// Calls dispatched to handlers and not yet answered, over every protocol that shares `admission`.
+    public var inFlightCount: Int { shared.admission.count }
+    /// The in-flight count and limit of this server's calls.
+    public var admission: CallAdmission { shared.admission }
     /// Connections closed at accept because `maxConnections` were open.
     public var refusedConnectionCount: Int { shared.refusedConnections.load(ordering: .relaxed) }
     /// Calls answered so far with `code`.

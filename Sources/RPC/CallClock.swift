@@ -2,8 +2,8 @@ import Glibc
 
 /// CLOCK_MONOTONIC in nanoseconds: the clock of call deadlines (`CallContext.monotonicDeadline`), the one
 /// the server's event loops read.
-enum CallClock {
-    static func now() -> UInt64 {
+public enum CallClock {
+    public static func now() -> UInt64 {
         var ts = timespec()
         clock_gettime(CLOCK_MONOTONIC, &ts)
         return UInt64(ts.tv_sec) &* 1_000_000_000 &+ UInt64(ts.tv_nsec)
