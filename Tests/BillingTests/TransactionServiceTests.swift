@@ -211,11 +211,12 @@ struct TransactionServiceTests {
         let unknown = refusal("GetTransaction", GetTransactionRequest(transactionID: "999"), GetTransactionResponse.self)
         #expect(unknown?.code == .notFound && unknown?.reason == "TRANSACTION_NOT_FOUND")
         #expect(unknown?.metadata["transaction_id"] == "999")
-        for bad in ["", String(repeating: "1", count: 129), "1\n2"] {
+        // 512 bytes: a Google Play purchase token (often ~150 characters, unbounded by Google) fits.
+        for bad in ["", String(repeating: "1", count: 513), "1\n2"] {
             let e = refusal("GetTransaction", GetTransactionRequest(transactionID: bad), GetTransactionResponse.self)
             #expect(e?.reason == "INVALID_FIELD" && e?.metadata["field"] == "transaction_id")
         }
-        let longest = GetTransactionRequest(transactionID: String(repeating: "1", count: 128))
+        let longest = GetTransactionRequest(transactionID: String(repeating: "1", count: 512))
         #expect(refusal("GetTransaction", longest, GetTransactionResponse.self)?.reason == "TRANSACTION_NOT_FOUND")
     }
 

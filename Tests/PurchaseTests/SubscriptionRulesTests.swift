@@ -469,6 +469,7 @@ struct SubscriptionRulesTests {
             let offsets: [Int64] = [10, 9, 8, 8, 6]
             var t = S.item("h\(i)", S.coins, kind: .consumable, token: o.id, purchase: S.now - offsets[i] * 1000)
             t.price = PriceFacts(priceMilliunits: 990 + Int64(i), currency: "EUR", storefront: "DEU", offerID: "", offerType: "")
+            if i == 1 { t.purchaseToken = "tok." + String(repeating: "x", count: 300) }  // Google Play's, unbounded
             _ = try s.submit(o.id, t).get()
             ids.append("h\(i)")
         }
@@ -486,6 +487,12 @@ struct SubscriptionRulesTests {
         let found: Result<TransactionLookup?, BillingError> = wait { s.store.lookup(transactionID: "h2", completion: $0) }
         let hit = try #require(try found.get())
         #expect(hit.owned.accountID == "kim" && hit.order?.transactionID == "h2")
+        // A Google Play purchase token finds its transaction too (GetTransaction by the token an app holds).
+        let byToken: Result<TransactionLookup?, BillingError> = wait {
+            s.store.lookup(transactionID: "tok." + String(repeating: "x", count: 300), completion: $0)
+        }
+        let tokenHit = try #require(try byToken.get())
+        #expect(tokenHit.owned.transaction.transactionID == "h1" && tokenHit.owned.transaction.purchaseToken.count == 304)
         let none: Result<TransactionLookup?, BillingError> = wait { s.store.lookup(transactionID: "nope", completion: $0) }
         #expect(try none.get() == nil)
     }
