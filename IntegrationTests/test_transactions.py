@@ -155,11 +155,11 @@ def test_get_transaction_errors(shop):
     info = expect_error(lambda: shop.stub.GetTransaction(pb.GetTransactionRequest(transaction_id="799999"), timeout=5),
                         grpc.StatusCode.NOT_FOUND, "TRANSACTION_NOT_FOUND")
     assert info.metadata["transaction_id"] == "799999"
-    for bad in ["", "9" * 129, "1\x002"]:
+    for bad in ["", "9" * 513, "1\x002"]:
         info = expect_error(lambda: shop.stub.GetTransaction(pb.GetTransactionRequest(transaction_id=bad), timeout=5),
                             grpc.StatusCode.INVALID_ARGUMENT, "INVALID_FIELD")
         assert info.metadata["field"] == "transaction_id"
-    expect_error(lambda: shop.stub.GetTransaction(pb.GetTransactionRequest(transaction_id="9" * 128), timeout=5),
+    expect_error(lambda: shop.stub.GetTransaction(pb.GetTransactionRequest(transaction_id="9" * 512), timeout=5),
                  grpc.StatusCode.NOT_FOUND, "TRANSACTION_NOT_FOUND")
 
 
