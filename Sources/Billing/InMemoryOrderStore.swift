@@ -13,6 +13,7 @@ public final class InMemoryOrderStore: OrderStore {
         var webhook: WebhookCursor?
         var acknowledgements: [String: PlayAcknowledgement] = [:]
         var events: [EventRecord] = []
+        var audit: [AuditRecord] = []
         var nextCursor: UInt64 = 1
     }
 
@@ -98,6 +99,19 @@ public final class InMemoryOrderStore: OrderStore {
             state.events.append(e)
         }
         func lastCursor() -> UInt64 { state.events.last?.cursor ?? 0 }
+        func orders(accountID: String) -> [Order] {
+            state.orders.values.filter { $0.accountID == accountID }.sorted { ($0.createTimeMs, $0.id) < ($1.createTimeMs, $1.id) }
+        }
+        func accounts(appAccountToken: String) -> [String] {
+            Set(state.transactions.values.filter { $0.transaction.appAccountToken == appAccountToken && !$0.accountID.isEmpty }.map(\.accountID))
+                .sorted()
+        }
+        func appendAudit(_ entry: AuditRecord) { state.audit.append(entry) }
+        func auditEntries(_ filter: AuditFilter, after: AuditCursor?, limit: Int) -> [AuditRecord] {
+            Array(
+                state.audit.filter { filter.matches($0) && (after?.precedes($0) ?? true) }
+                    .sorted { ($0.timeMs, $0.auditID) > ($1.timeMs, $1.auditID) }.prefix(limit))
+        }
         func accounts(after account: String, limit: Int) -> [String] {
             Array(Set(state.transactions.values.map(\.accountID)).filter { $0 > account }.sorted().prefix(limit))
         }

@@ -49,6 +49,15 @@ public protocol PurchaseLedger {
     func lastCursor() throws(BillingError) -> UInt64
     /// Accounts that own transactions, in order, after `account` (paging; upgrade backfill).
     func accounts(after account: String, limit: Int) throws(BillingError) -> [String]
+    /// The account's orders, oldest first (support's customer view).
+    func orders(accountID: String) throws(BillingError) -> [Order]
+    /// The accounts owning a transaction that carries this appAccountToken, in order.
+    func accounts(appAccountToken: String) throws(BillingError) -> [String]
+    /// Appends one audit entry. Nothing updates or deletes one.
+    func appendAudit(_ entry: AuditRecord) throws(BillingError)
+    /// The audit entries `filter` matches, newest first (time, then id, both descending), after `after` when
+    /// given; at most `limit`.
+    func auditEntries(_ filter: AuditFilter, after: AuditCursor?, limit: Int) throws(BillingError) -> [AuditRecord]
     /// Serializes writers of one subscription (original transaction) until the end of the database transaction,
     /// so that each reads what the previous one committed (renewal state, entitlement) before it writes.
     /// A no-op where writers are already serialized (memory, SQLite).

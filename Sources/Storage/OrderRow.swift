@@ -7,6 +7,7 @@ enum OrderRow {
     /// What a read decodes: the insert's columns, then refunded_quantity and store (schema step 7).
     static let readColumns = columns + ", refunded_quantity, store"
     static let selectByID = "SELECT \(readColumns) FROM orders WHERE order_id = $1"
+    static let selectByAccount = "SELECT \(readColumns) FROM orders WHERE account_id = $1 ORDER BY create_time_ms, order_id"
     static let selectByKey = "SELECT \(readColumns) FROM orders WHERE account_id = $1 AND idempotency_key = $2"
     static let insert = "INSERT INTO orders (\(columns)) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)"
 

@@ -394,6 +394,67 @@ struct SQLLedger<DB: SQLExecutor>: PurchaseLedger {
         }
     }
 
+    func orders(accountID: String) throws(BillingError) -> [Order] {
+        try run { () throws(StorageError) in
+            try db.query(OrderRow.selectByAccount, [.text(accountID)], { OrderRow.decode($0) })
+        }
+    }
+
+    func accounts(appAccountToken: String) throws(BillingError) -> [String] {
+        try run { () throws(StorageError) in
+            try db.query(
+                "SELECT DISTINCT account_id FROM transactions WHERE app_account_token = $1 AND account_id <> '' ORDER BY account_id",
+                [.text(appAccountToken)], { $0.text(0) })
+        }
+    }
+
+    func appendAudit(_ e: AuditRecord) throws(BillingError) {
+        try run { () throws(StorageError) in
+            try db.update(
+                "INSERT INTO audit_entries (audit_id, time_ms, operator, method, account_id, target, reason, outcome, request_json) "
+                    + "VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)",
+                [
+                    .text(e.auditID), .int(e.timeMs), .text(e.operatorName), .text(e.method), .text(e.accountID), .text(e.target),
+                    .text(e.reason), .text(e.outcome), .text(e.requestJSON),
+                ])
+        }
+    }
+
+    /// One condition per filter field set, so that the planner seeks the index of the most selective one
+    /// (account, operator or method, each with time and id) or the time index alone.
+    func auditEntries(_ filter: AuditFilter, after: AuditCursor?, limit: Int) throws(BillingError) -> [AuditRecord] {
+        var conditions: [String] = []
+        var values: [SQLValue] = []
+        func add(_ condition: (Int) -> String, _ value: SQLValue) {
+            values.append(value)
+            conditions.append(condition(values.count))
+        }
+        if !filter.accountID.isEmpty { add({ "account_id = $\($0)" }, .text(filter.accountID)) }
+        if !filter.operatorName.isEmpty { add({ "operator = $\($0)" }, .text(filter.operatorName)) }
+        if !filter.method.isEmpty { add({ "method = $\($0)" }, .text(filter.method)) }
+        if filter.sinceTimeMs > 0 { add({ "time_ms >= $\($0)" }, .int(filter.sinceTimeMs)) }
+        if filter.untilTimeMs > 0 { add({ "time_ms <= $\($0)" }, .int(filter.untilTimeMs)) }
+        if let after {
+            values.append(.int(after.timeMs))
+            values.append(.text(after.auditID))
+            conditions.append("(time_ms, audit_id) < ($\(values.count - 1), $\(values.count))")
+        }
+        values.append(.int(Int64(limit)))
+        let sql =
+            "SELECT audit_id, time_ms, operator, method, account_id, target, reason, outcome, request_json FROM audit_entries"
+            + (conditions.isEmpty ? "" : " WHERE " + conditions.joined(separator: " AND "))
+            + " ORDER BY time_ms DESC, audit_id DESC LIMIT $\(values.count)"
+        return try run { () throws(StorageError) in
+            try db.query(
+                sql, values,
+                { r in
+                    AuditRecord(
+                        auditID: r.text(0), timeMs: r.int64(1), operatorName: r.text(2), method: r.text(3), accountID: r.text(4),
+                        target: r.text(5), reason: r.text(6), outcome: r.text(7), requestJSON: r.text(8))
+                })
+        }
+    }
+
     /// After an upgrade from before schema step 7 (from before step 3, when the table did not exist, too): every
     /// entitlement computed from the transactions with the subscription model, without events.
     func recomputeEntitlements() throws(StorageError) {

@@ -290,6 +290,27 @@ enum Schema {
             WHERE store = 2 AND EXISTS (SELECT 1 FROM play_acknowledgements a WHERE a.transaction_id = transactions.transaction_id);
             CREATE INDEX transactions_purchase_token ON transactions (purchase_token, purchase_time_ms) WHERE purchase_token <> '';
             """,
+            // 14: support. The audit trail (append-only), read newest first, by account, operator or method; the
+            // indexes support's lookups need: an account's orders, a transaction's appAccountToken.
+            """
+            CREATE TABLE audit_entries (
+                audit_id TEXT PRIMARY KEY,
+                time_ms \(ms) NOT NULL,
+                operator TEXT NOT NULL,
+                method TEXT NOT NULL,
+                account_id TEXT NOT NULL,
+                target TEXT NOT NULL,
+                reason TEXT NOT NULL,
+                outcome TEXT NOT NULL,
+                request_json TEXT NOT NULL
+            );
+            CREATE INDEX audit_entries_time ON audit_entries (time_ms, audit_id);
+            CREATE INDEX audit_entries_account ON audit_entries (account_id, time_ms, audit_id);
+            CREATE INDEX audit_entries_operator ON audit_entries (operator, time_ms, audit_id);
+            CREATE INDEX audit_entries_method ON audit_entries (method, time_ms, audit_id);
+            CREATE INDEX orders_account ON orders (account_id, create_time_ms);
+            CREATE INDEX transactions_app_account_token ON transactions (app_account_token) WHERE app_account_token IS NOT NULL;
+            """,
         ]
     }
 }
