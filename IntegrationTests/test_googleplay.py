@@ -14,6 +14,7 @@ from conftest import Billingd, postgres_database
 from googleplay_fake import FakeGooglePlay
 from helpers import billing, expect_error
 from billing.v1 import billing_pb2 as pb
+from billing.v1 import billing_pb2_grpc as pb_grpc
 
 PACKAGE = "com.example.app"
 
@@ -527,5 +528,29 @@ def test_the_replaced_tokens_transaction_reads_upgraded(fake, db):
         fake.renew(d["token"])
         history = stub.ListTransactions(pb.ListTransactionsRequest(account_id="acct-down"), timeout=10).transactions
         assert len(history) == 2 and not any(t.upgraded for t in history)
+    finally:
+        node.stop()
+
+
+@pytest.mark.parametrize("db", ["sqlite", "postgres"])
+def test_support_finds_a_customer_by_purchase_token_and_order_number(fake, db):
+    """Support.FindCustomers with the ids an Android customer or Google's order e-mail gives: the purchase token
+    (any length up to 512 bytes) and the orderId (GPA.xxxx), each by its index; GetCustomer then shows the store."""
+    node = start_rtdn(fake, database=db_flag(db))
+    try:
+        channel = grpc.insecure_channel(node.address)
+        stub, support = billing(channel), pb_grpc.SupportStub(channel)
+        o = order(stub, "pro_monthly", account="acct-android")
+        s = fake.add_subscription("pro_monthly", account_id=o.order_id, token=long_token(300))
+        assert s["push"]["status"] == 200
+        renewed = fake.renew(s["token"])
+        assert renewed["push"]["status"] == 200
+        for query, kind in [(s["token"], "purchase_token"), (s["orderId"], "transaction_id"), (renewed["orderId"], "transaction_id"),
+                            (o.order_id, "order_id")]:
+            matches = support.FindCustomers(pb.FindCustomersRequest(query=query), timeout=10).matches
+            assert [(m.customer.account_id, m.matched) for m in matches] == [("acct-android", kind)], query
+        c = support.GetCustomer(pb.GetCustomerRequest(account_id="acct-android"), timeout=10).customer
+        assert list(c.stores) == [pb.STORE_GOOGLE_PLAY] and c.transactions == 2 and c.orders == 1
+        assert support.FindCustomers(pb.FindCustomersRequest(query=long_token(300)), timeout=10).matches == []
     finally:
         node.stop()

@@ -53,6 +53,8 @@ public enum BillingError: Error, Sendable, Equatable, CustomStringConvertible {
     case offerSigningNotConfigured(detail: String)
     /// `after_cursor` is beyond the newest committed event (a cursor from another database, or from before a restore).
     case cursorOutOfRange(cursor: UInt64, newest: UInt64)
+    /// Support: billingd has no record of the account (no order, transaction or entitlement).
+    case accountNotFound(accountID: String)
 
     public var description: String {
         switch self {
@@ -85,6 +87,7 @@ public enum BillingError: Error, Sendable, Equatable, CustomStringConvertible {
         case .purchasePending(let d): "the Google Play purchase is still pending; the order completes when it is paid: \(d)"
         case .purchaseCanceled(let d): "the Google Play purchase was canceled before it was paid: \(d)"
         case .offerSigningNotConfigured(let d): "offer signing is not configured: \(d)"
+        case .accountNotFound(let id): "billingd has no record of account \(id)"
         case .cursorOutOfRange(let cursor, let newest):
             "after_cursor \(cursor) is beyond the newest event (\(newest)): a cursor from another database or from before a restore"
         case .appStoreAPINotConfigured(let feature):

@@ -68,11 +68,17 @@ public struct Store: ProtoEnum, CustomStringConvertible {
     public static let unspecified = Store(rawValue: 0)
     public static let appStore = Store(rawValue: 1)
     public static let googlePlay = Store(rawValue: 2)
+    /// Web purchases through Stripe Checkout (not served yet).
+    public static let stripe = Store(rawValue: 3)
+    /// No store: access an operator granted (not served yet).
+    public static let grant = Store(rawValue: 4)
     public var description: String {
         switch rawValue {
         case 0: "STORE_UNSPECIFIED"
         case 1: "STORE_APP_STORE"
         case 2: "STORE_GOOGLE_PLAY"
+        case 3: "STORE_STRIPE"
+        case 4: "STORE_GRANT"
         default: "\(rawValue)"
         }
     }

@@ -61,6 +61,17 @@ public final class AdminService: Sendable {
         }
     }
 
+    /// Support's lookup of an App Store customer's Order ID (Look Up Order ID, verified): the ids of its
+    /// transactions, none when Apple knows no such order; nil without the App Store Server API and a trust root.
+    public var appleOrderLookup: (@Sendable (String) throws(BillingError) -> [String])? {
+        guard link != nil, verifier != nil else { return nil }
+        return { [self] id throws(BillingError) in
+            var request = LookUpOrderRequest()
+            request.customerOrderID = id
+            return try lookUp(request).transactions.map(\.transactionID)
+        }
+    }
+
     func needLink(_ feature: String) throws(BillingError) -> AppStoreLink {
         guard let link else { throw .appStoreAPINotConfigured(feature: feature) }
         return link

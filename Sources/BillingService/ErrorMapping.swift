@@ -63,6 +63,8 @@ extension BillingError {
             RPCError(code: .failedPrecondition, message: description, reason: .purchaseCanceled)
         case .offerSigningNotConfigured:
             RPCError(code: .failedPrecondition, message: description, reason: .offerSigningNotConfigured)
+        case .accountNotFound(let id):
+            RPCError(code: .notFound, message: description, reason: .accountNotFound, metadata: ["account_id": id])
         case .cursorOutOfRange(let cursor, let newest):
             RPCError(
                 code: .outOfRange, message: description, reason: .cursorOutOfRange,

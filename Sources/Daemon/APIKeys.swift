@@ -124,5 +124,8 @@ final class KeyTable: Sendable {
 
     func check(_ context: CallContext) -> RPCError? { current.withLock { $0.check(context) } }
 
+    /// The name of the key a call presents, or nil.
+    func name(for context: CallContext) -> String? { current.withLock { $0.key(for: context)?.name } }
+
     func replace(_ keys: APIKeys) { current.withLock { $0 = keys } }
 }

@@ -162,18 +162,41 @@ public final class App: Sendable {
         HealthService(state: health).register(in: &router)
         Reflection.register(in: &router)
         let reconciler = self.reconciler, reconcileQueue = self.reconcileQueue
-        AdminService(link: appStore, store: store, verifier: verifierSettings == nil ? nil : verifier, processor: processor, catalog: catalog) { since in
+        let admin = AdminService(
+            link: appStore, store: store, verifier: verifierSettings == nil ? nil : verifier, processor: processor, catalog: catalog
+        ) { since in
             App.reconcile(reconciler, on: reconcileQueue, sinceMs: since, metrics: metrics, logger: logger)
-        }.register(in: &router)
+        }
+        admin.register(in: &router)
         WebhookAdmin.register(in: &router, sender: webhooks)
-        if let apiKeys {
+        // billing.v1.Support: the operator is the key's name, else the client certificate's subject.
+        let table = apiKeys.map(KeyTable.init)
+        let json: ProtoJSON.Registry
+        do {
+            json = try ProtoJSON.Registry(base64Files: BillingDescriptors.files.values)
+        } catch {
+            throw StartError(description: "billingd: the embedded descriptors: \(error)")
+        }
+        let support = SupportService(
+            store: store,
+            operatorName: { context in table?.name(for: context) ?? context.peerSubject ?? "anonymous" },
+            requestJSON: { message, binary in
+                (try? json.toJSON(message, binary: binary)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
+            },
+            appleOrder: admin.appleOrderLookup)
+        support.register(in: &router)
+        if let apiKeys, let table {
             if let problem = App.unknownMethodProblem(apiKeys, methods: router.methods, path: configuration.apiKeys ?? "") {
                 throw StartError(description: "billingd: --api-keys: \(problem)")
             }
-            let table = KeyTable(apiKeys)
             keyTable = table
             knownMethods = router.methods
-            router.authenticate { table.check($0) }
+            router.authenticate { context in
+                let refusal = table.check(context)
+                // A Support call refused here is in the audit trail too (DESIGN: refused calls are audited).
+                if let refusal, context.method.hasPrefix("billing.v1.Support/") { support.auditRefusal(context, refusal) }
+                return refusal
+            }
         } else {
             keyTable = nil
             knownMethods = []

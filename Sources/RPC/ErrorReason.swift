@@ -15,6 +15,7 @@ public enum ErrorReason: String, CaseIterable, Sendable {
     case notPurchasedByAccount = "NOT_PURCHASED_BY_ACCOUNT"
     case transactionPredatesOrder = "TRANSACTION_PREDATES_ORDER"
     case orderNotFound = "ORDER_NOT_FOUND"
+    case accountNotFound = "ACCOUNT_NOT_FOUND"
     case orderNotPending = "ORDER_NOT_PENDING"
     case productNotFound = "PRODUCT_NOT_FOUND"
     case idempotencyKeyReused = "IDEMPOTENCY_KEY_REUSED"

@@ -395,13 +395,16 @@ struct PurchaseEngineTests {
             if !held { usleep(20_000) }
         }
         #expect(held)
-        // Keep the pool's connection busy while both purchases queue, so they form one batch.
-        h.store.read({ _ throws(BillingError) in usleep(1_000_000) }, completion: { _ in })
+        // Keep the pool's connection busy while both purchases queue, so they form one batch. The proofs are signed
+        // first: signed (and verified, the first time in a process) inside the second, they took long enough on a
+        // busy machine for a to reach the free connection alone and wait for the lock there, with b behind it.
+        let proofs = [("a", a, Shop.jws("61001")), ("b", b, Shop.jws("61002"))]
+        h.store.read({ _ throws(BillingError) in usleep(3_000_000) }, completion: { _ in })
         let answered = Mutex<[String]>([])
         let group = DispatchGroup()
-        for (name, order, id) in [("a", a, "61001"), ("b", b, "61002")] {
+        for (name, order, jws) in proofs {
             group.enter()
-            h.engine.submitReceipt(orderID: order.id, proof: .signedTransaction(Shop.jws(id)), transactionID: "") { r in
+            h.engine.submitReceipt(orderID: order.id, proof: .signedTransaction(jws), transactionID: "") { r in
                 if case .success = r { answered.withLock { $0.append(name) } }
                 group.leave()
             }
