@@ -11,8 +11,10 @@ public enum PageToken {
     static let maxTokenBytes = (20 + 1 + maxTransactionIDBytes + 2) / 3 * 4
 
     /// The token that continues after `cursor`.
-    public static func encode(_ cursor: HistoryCursor) -> String {
-        let text = "\(cursor.purchaseTimeMs):\(cursor.transactionID)"
+    public static func encode(_ cursor: HistoryCursor) -> String { base64URL("\(cursor.purchaseTimeMs):\(cursor.transactionID)") }
+
+    /// Unpadded base64url of `text`: the form of every page token billingd makes (ListAuditEntries' too).
+    static func base64URL(_ text: String) -> String {
         var url = Array(Base64.encode(Array(text.utf8)).utf8)
         for i in url.indices {
             if url[i] == UInt8(ascii: "+") { url[i] = UInt8(ascii: "-") } else if url[i] == UInt8(ascii: "/") { url[i] = UInt8(ascii: "_") }

@@ -140,8 +140,10 @@ public final class SupportService: Sendable {
     func findCustomers(_ context: CallContext, _ request: FindCustomersRequest, _ responder: Responder) {
         let query = Self.trimmed(request.query)
         let audit = makeAudit(context, "billing.v1.FindCustomersRequest", request, account: "", target: query)
-        if let problem = Self.textProblem(query, max: Limits.query, required: true) {
-            return refuse(BillingError.invalidField(field: "query", problem: problem).rpcError, audit, responder)
+        do throws(BillingError) {
+            try OrderService.checkText(query, field: "query", max: Limits.query, required: true)
+        } catch {
+            return refuse(error.rpcError, audit, responder)
         }
         // The App Store Order ID on a customer's invoice: Apple names its transactions (a blocking call, on the
         // App Store pool: `register` put this call there).
@@ -265,8 +267,10 @@ public final class SupportService: Sendable {
     func listAuditEntries(_ context: CallContext, _ request: ListAuditEntriesRequest, _ responder: Responder) {
         let audit = makeAudit(context, "billing.v1.ListAuditEntriesRequest", request, account: request.accountID, target: request.operatorName)
         for (field, value) in [("account_id", request.accountID), ("operator", request.operatorName), ("method", request.method)] {
-            if let problem = Self.textProblem(value, max: Limits.filter, required: false) {
-                return refuse(BillingError.invalidField(field: field, problem: problem).rpcError, audit, responder)
+            do throws(BillingError) {
+                try OrderService.checkText(value, field: field, max: Limits.filter, required: false)
+            } catch {
+                return refuse(error.rpcError, audit, responder)
             }
         }
         guard request.limit >= 0 else {
@@ -320,14 +324,6 @@ public final class SupportService: Sendable {
         while let c = u.first, c == " " || c == "\t" { u.removeFirst() }
         while let c = u.last, c == " " || c == "\t" { u.removeLast() }
         return String(u)
-    }
-
-    /// Why a text field is refused: empty when required, longer than `max` bytes, or holding control characters.
-    static func textProblem(_ s: String, max: Int, required: Bool) -> String? {
-        if s.isEmpty { return required ? "is required" : nil }
-        if s.utf8.count > max { return "is longer than \(max) bytes" }
-        if s.unicodeScalars.contains(where: { $0.value < 0x20 || $0.value == 0x7F }) { return "holds control characters" }
-        return nil
     }
 
     /// At most 512 bytes of a value kept in the trail (whole UTF-8 characters).
@@ -403,13 +399,7 @@ enum AuditID {
 
 /// ListAuditEntries' `page_token`: unpadded base64url of `<time ms>:<audit id>`, the last entry of the page.
 enum AuditPageToken {
-    static func encode(_ cursor: AuditCursor) -> String {
-        var url = Array(Base64.encode(Array("\(cursor.timeMs):\(cursor.auditID)".utf8)).utf8)
-        for i in url.indices {
-            if url[i] == UInt8(ascii: "+") { url[i] = UInt8(ascii: "-") } else if url[i] == UInt8(ascii: "/") { url[i] = UInt8(ascii: "_") }
-        }
-        return String(decoding: url, as: UTF8.self)
-    }
+    static func encode(_ cursor: AuditCursor) -> String { PageToken.base64URL("\(cursor.timeMs):\(cursor.auditID)") }
 
     static func decode(_ token: String) -> AuditCursor? {
         guard token.utf8.count <= 128, let bytes = Base64.decode(token), let colon = bytes.firstIndex(of: UInt8(ascii: ":")),
