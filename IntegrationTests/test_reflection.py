@@ -17,7 +17,8 @@ def test_reflection_lists_describes_and_calls(server):
         assert set(db.get_services()) == {"billing.v1.Billing", "billing.v1.Support", "billing.admin.v1.Admin", "grpc.health.v1.Health"}
         pool = DescriptorPool(db)
         support = pool.FindServiceByName("billing.v1.Support")
-        assert [m.name for m in support.methods] == ["FindCustomers", "GetCustomer", "ListAuditEntries"]
+        assert [m.name for m in support.methods] == ["FindCustomers", "GetCustomer", "ExplainAccess", "GrantEntitlement", "RevokeGrant",
+                                                       "TransferPurchases", "RefundPurchase", "DeleteCustomer", "ListAuditEntries"]
         svc = pool.FindServiceByName("billing.v1.Billing")
         assert [m.name for m in svc.methods] == ["CreateOrder", "SubmitReceipt", "RestorePurchases", "GetOrder", "GetEntitlements",
                                                    "ListEvents", "WatchEvents", "ListTransactions", "GetTransaction", "SignOffer"]

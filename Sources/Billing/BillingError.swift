@@ -55,6 +55,12 @@ public enum BillingError: Error, Sendable, Equatable, CustomStringConvertible {
     case cursorOutOfRange(cursor: UInt64, newest: UInt64)
     /// Support: billingd has no record of the account (no order, transaction or entitlement).
     case accountNotFound(accountID: String)
+    /// No grant has that id (Support.RevokeGrant).
+    case grantNotFound(grantID: String)
+    /// RefundPurchase of a purchase its store does not let a seller refund (the App Store), or of a grant.
+    case refundNotSupported(detail: String)
+    /// The store refused an operator's request for a reason of its own (`storeError`: the store's words).
+    case storeRefused(storeError: String)
 
     public var description: String {
         switch self {
@@ -88,6 +94,9 @@ public enum BillingError: Error, Sendable, Equatable, CustomStringConvertible {
         case .purchaseCanceled(let d): "the Google Play purchase was canceled before it was paid: \(d)"
         case .offerSigningNotConfigured(let d): "offer signing is not configured: \(d)"
         case .accountNotFound(let id): "billingd has no record of account \(id)"
+        case .grantNotFound(let id): "no grant has id \(id)"
+        case .refundNotSupported(let d): d
+        case .storeRefused(let e): "the store refused the request: \(e)"
         case .cursorOutOfRange(let cursor, let newest):
             "after_cursor \(cursor) is beyond the newest event (\(newest)): a cursor from another database or from before a restore"
         case .appStoreAPINotConfigured(let feature):

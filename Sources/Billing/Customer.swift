@@ -103,14 +103,14 @@ public struct AccountSummary: Sendable, Equatable {
     /// The summary of one account's records: its orders, the transactions it owns and its entitlements at `nowMs`.
     /// nil when it has none of them (billingd has no record of the account).
     public static func of(
-        accountID: String, orders: [Order], transactions: [OwnedTransaction], entitlements: [Entitlement]
+        accountID: String, orders: [Order], transactions: [OwnedTransaction], entitlements: [Entitlement], grants: [GrantRecord] = []
     ) -> AccountSummary? {
-        guard !orders.isEmpty || !transactions.isEmpty || !entitlements.isEmpty else { return nil }
+        guard !orders.isEmpty || !transactions.isEmpty || !entitlements.isEmpty || !grants.isEmpty else { return nil }
         var s = AccountSummary(accountID: accountID)
         s.orders = orders.count
         s.transactions = transactions.count
         s.activeEntitlements = entitlements.filter(\.active).count
-        let times = orders.map(\.createTimeMs) + transactions.map(\.transaction.purchaseTimeMs)
+        let times = orders.map(\.createTimeMs) + transactions.map(\.transaction.purchaseTimeMs) + grants.map(\.startTimeMs)
         s.firstSeenTimeMs = times.min() ?? 0
         s.lastSeenTimeMs = times.max() ?? 0
         var spent: [String: Int64] = [:]
@@ -157,4 +157,66 @@ public enum CustomerMatchKind: String, Sendable, Equatable, CaseIterable {
     case purchaseToken = "purchase_token"
     case appAccountToken = "app_account_token"
     case appleOrderID = "apple_order_id"
+    case grantID = "grant_id"
+}
+
+/// The account id an erasure leaves: "deleted_" + a lowercase UUID.
+public enum Pseudonym {
+    public static func make(nowMs: Int64) -> String { "deleted_" + OrderID.make(milliseconds: nowMs) }
+    public static func isPseudonym(_ s: String) -> Bool {
+        s.hasPrefix("deleted_") && OrderID.canonical(String(s.dropFirst(8))) == String(s.dropFirst(8))
+    }
+}
+
+/// The audit trail's text rewrites (erasure).
+public enum AuditText {
+    /// `json` with every JSON string whose value is exactly `old` replaced by one whose value is `new`.
+    public static func replacing(_ old: String, with new: String, in json: String) -> String {
+        let from = "\"" + escaped(old) + "\"", to = "\"" + escaped(new) + "\""
+        guard json.contains(from) else { return json }
+        return json.replacingAll(from, with: to)
+    }
+
+    /// A string's JSON form without its quotes (RFC 8259: quote, backslash and control characters escaped).
+    public static func escaped(_ s: String) -> String {
+        var out = ""
+        for u in s.unicodeScalars {
+            switch u {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            default:
+                if u.value < 0x20 {
+                    let hex = Array("0123456789abcdef")
+                    out += "\\u00" + String(hex[Int(u.value >> 4)]) + String(hex[Int(u.value & 15)])
+                } else {
+                    out.unicodeScalars.append(u)
+                }
+            }
+        }
+        return out
+    }
+}
+
+extension String {
+    /// Every occurrence of `target` (not empty) replaced, left to right (bytewise: both are UTF-8).
+    func replacingAll(_ target: String, with replacement: String) -> String {
+        let t = Array(target.utf8), bytes = Array(utf8), r = Array(replacement.utf8)
+        guard !t.isEmpty, bytes.count >= t.count else { return self }
+        var out: [UInt8] = []
+        out.reserveCapacity(bytes.count)
+        var i = 0
+        while i < bytes.count {
+            if i + t.count <= bytes.count && bytes[i] == t[0] && bytes[i..<(i + t.count)].elementsEqual(t) {
+                out += r
+                i += t.count
+            } else {
+                out.append(bytes[i])
+                i += 1
+            }
+        }
+        return String(decoding: out, as: UTF8.self)
+    }
 }

@@ -19,4 +19,7 @@ public struct Entitlement: Sendable, Equatable {
     /// The product the subscription renews into when it differs from `productID` (a scheduled downgrade or
     /// crossgrade); empty otherwise.
     public var pendingProductID = ""
+
+    /// STORE_GRANT: the grant (also its original transaction id); empty otherwise.
+    public var grantID: String { store == .grant ? originalTransactionID : "" }
 }

@@ -60,21 +60,38 @@ public struct EntitlementRecord: Sendable, Equatable {
         kind == .nonConsumable ? "p:" + productID : "s:" + originalTransactionID
     }
 
-    /// Where it stands at `nowMs`: REVOKED when its current transaction is revoked; a non-consumable is ACTIVE
-    /// otherwise; a subscription whose transaction an upgrade superseded is EXPIRED; else ACTIVE until its
-    /// expiry, then GRACE_PERIOD until the grace period ends, then BILLING_RETRY while the store retries, else
-    /// EXPIRED. When the store said it ended (EXPIRED, GRACE_PERIOD_EXPIRED), only the last two remain.
-    public func state(nowMs: Int64) -> EntitlementState {
-        if revocationTimeMs > 0 { return .revoked }
-        guard productKind == .autoRenewableSubscription || productKind == .nonRenewingSubscription else { return .active }
-        if upgraded { return .expired }
-        if paused && productKind == .autoRenewableSubscription { return .paused }
-        if !ended {
-            if expiresTimeMs == 0 || expiresTimeMs > nowMs { return .active }
-            if gracePeriodExpiresTimeMs > nowMs { return .gracePeriod }
+    /// Where it stands at `nowMs` (the state of `access(nowMs:)`).
+    public func state(nowMs: Int64) -> EntitlementState { access(nowMs: nowMs).state }
+
+    /// The entitlement rule, once: where it stands at `nowMs`, the reason that decides it, and until when it gives
+    /// access. REVOKED when its current transaction (or grant) is revoked; a grant is ACTIVE until its expiry (none:
+    /// for good); a non-consumable is ACTIVE otherwise; a subscription whose transaction an upgrade superseded is
+    /// EXPIRED; else ACTIVE until its expiry, then GRACE_PERIOD until the grace period ends, then BILLING_RETRY
+    /// while the store retries, else EXPIRED. When the store said it ended (EXPIRED, GRACE_PERIOD_EXPIRED), only
+    /// the last two remain. ExplainAccess answers from this, never from a copy of it.
+    public func access(nowMs: Int64) -> AccessDecision {
+        let shared = ownership == .familyShared
+        if revocationTimeMs > 0 {
+            return AccessDecision(.revoked, store == .grant ? .grantRevoked : shared ? .familyRevoked : .refunded)
         }
-        if billingRetry && productKind == .autoRenewableSubscription { return .billingRetry }
-        return .expired
+        if store == .grant {
+            if expiresTimeMs == 0 || expiresTimeMs > nowMs { return AccessDecision(.active, .granted, until: expiresTimeMs) }
+            return AccessDecision(.expired, .grantExpired)
+        }
+        let renewing = productKind == .autoRenewableSubscription
+        guard renewing || productKind == .nonRenewingSubscription else {
+            return AccessDecision(.active, shared ? .familyShared : .purchased)
+        }
+        if upgraded { return AccessDecision(.expired, .upgraded) }
+        if paused && renewing { return AccessDecision(.paused, .paused) }
+        if !ended {
+            if expiresTimeMs == 0 || expiresTimeMs > nowMs {
+                return AccessDecision(.active, shared ? .familyShared : renewing ? .subscriptionActive : .purchased, until: expiresTimeMs)
+            }
+            if gracePeriodExpiresTimeMs > nowMs { return AccessDecision(.gracePeriod, .gracePeriod, until: gracePeriodExpiresTimeMs) }
+        }
+        if billingRetry && renewing { return AccessDecision(.billingRetry, .billingRetry) }
+        return AccessDecision(.expired, .expired)
     }
 
     /// ACTIVE or GRACE_PERIOD at `nowMs`.
@@ -90,5 +107,36 @@ public struct EntitlementRecord: Sendable, Equatable {
             autoRenew: productKind == .autoRenewableSubscription && autoRenew, environment: environment,
             state: state(nowMs: nowMs), ownership: ownership, store: store, subscriptionGroupID: subscriptionGroupID,
             pendingProductID: pendingProductID)
+    }
+}
+
+/// Why an entitlement stands where it does (billing.v1.AccessReason).
+public enum AccessReason: Int, Sendable, Equatable, CaseIterable {
+    case purchased = 1
+    case subscriptionActive = 2
+    case gracePeriod = 3
+    case billingRetry = 4
+    case expired = 5
+    case refunded = 6
+    case familyShared = 7
+    case familyRevoked = 8
+    case upgraded = 9
+    case granted = 10
+    case grantRevoked = 11
+    case grantExpired = 12
+    case paused = 13
+}
+
+/// What the entitlement rule decided at one instant: the state, its reason, and until when access lasts (0 when
+/// it has no end or gives no access).
+public struct AccessDecision: Sendable, Equatable {
+    public var state: EntitlementState
+    public var reason: AccessReason
+    public var untilMs: Int64
+
+    public init(_ state: EntitlementState, _ reason: AccessReason, until untilMs: Int64 = 0) {
+        self.state = state
+        self.reason = reason
+        self.untilMs = state.grantsAccess ? untilMs : 0
     }
 }

@@ -18,4 +18,6 @@ public enum EventKind: Int, Sendable, Equatable, CaseIterable {
     case entitlementProductChanged = 14
     /// The product of the next renewal changed (the entitlement's pending product).
     case renewalProductChanged = 15
+    /// Support.DeleteCustomer erased the account: the event's account is its pseudonym.
+    case accountDeleted = 16
 }

@@ -14,6 +14,7 @@ public final class InMemoryOrderStore: OrderStore {
         var acknowledgements: [String: PlayAcknowledgement] = [:]
         var events: [EventRecord] = []
         var audit: [AuditRecord] = []
+        var grants: [String: GrantRecord] = [:]
         var nextCursor: UInt64 = 1
     }
 
@@ -179,6 +180,69 @@ public final class InMemoryOrderStore: OrderStore {
             state.webhook?.position = position
             state.webhook?.failures = 0
             state.webhook?.lastError = ""
+        }
+        func insertGrant(_ grant: GrantRecord) { state.grants[grant.grantID] = grant }
+        func grant(id: String) -> GrantRecord? { state.grants[id] }
+        func grant(accountID: String, idempotencyKey: String) -> GrantRecord? {
+            state.grants.values.first { $0.accountID == accountID && $0.idempotencyKey == idempotencyKey }
+        }
+        func grants(accountID: String) -> [GrantRecord] {
+            state.grants.values.filter { $0.accountID == accountID }.sorted { ($0.startTimeMs, $0.grantID) < ($1.startTimeMs, $1.grantID) }
+        }
+        func updateGrant(_ grant: GrantRecord) { state.grants[grant.grantID] = grant }
+        func dueGrants(nowMs: Int64, limit: Int) -> [GrantRecord] {
+            Array(
+                state.grants.values.filter { $0.expiresTimeMs > 0 && $0.expiresTimeMs <= nowMs && $0.revocationTimeMs == 0 && !$0.expiryNoted }
+                    .sorted { ($0.expiresTimeMs, $0.grantID) < ($1.expiresTimeMs, $1.grantID) }.prefix(limit))
+        }
+        func noteGrantExpired(grantID: String) -> Bool {
+            guard let g = state.grants[grantID], !g.expiryNoted else { return false }
+            state.grants[grantID]?.expiryNoted = true
+            return true
+        }
+        func renameAccount(_ old: String, to new: String) -> ErasureCounts {
+            var c = ErasureCounts()
+            for (id, o) in state.orders where o.accountID == old {
+                var renamed = o
+                renamed.accountID = new
+                if renamed.idempotencyKey != nil { c.idempotencyKeys += 1 }
+                renamed.idempotencyKey = nil
+                state.orders[id] = renamed
+                c.orders += 1
+            }
+            state.byKey = state.byKey.filter { !$0.key.hasPrefix(old + "\u{0}") }
+            for (id, t) in state.transactions where t.accountID == old {
+                state.transactions[id]?.accountID = new
+                c.transactions += 1
+            }
+            if let mine = state.entitlements.removeValue(forKey: old) {
+                state.entitlements[new] = mine.mapValues { e in
+                    var r = e
+                    r.accountID = new
+                    return r
+                }
+                c.entitlements = mine.count
+            }
+            for (id, g) in state.grants where g.accountID == old {
+                state.grants[id]?.accountID = new
+                if g.idempotencyKey != nil { c.idempotencyKeys += 1 }
+                state.grants[id]?.idempotencyKey = nil
+                c.grants += 1
+            }
+            for i in state.events.indices where state.events[i].accountID == old {
+                state.events[i].accountID = new
+                state.events[i].order?.accountID = new
+                c.events += 1
+            }
+            for i in state.audit.indices where state.audit[i].accountID == old || state.audit[i].target == old {
+                state.audit[i].accountID = state.audit[i].accountID == old ? new : state.audit[i].accountID
+                state.audit[i].target = state.audit[i].target == old ? new : state.audit[i].target
+                state.audit[i].requestJSON = AuditText.replacing(old, with: new, in: state.audit[i].requestJSON)
+                c.auditEntries += 1
+            }
+            for (k, w) in state.refundWatches where w.accountID == old { state.refundWatches[k]?.accountID = new }
+            for (k, a) in state.acknowledgements where a.accountID == old { state.acknowledgements[k]?.accountID = new }
+            return c
         }
         func events(after cursor: UInt64, limit: Int, accountID: String?) -> [EventRecord] {
             // Cursors are the events' positions plus one: binary search is not needed for a test store.

@@ -25,6 +25,8 @@ public enum StoreEnvironment: Int, Sendable, Equatable {
 public enum Store: Int, Sendable, Equatable, CaseIterable {
     case appStore = 1
     case googlePlay = 2
+    /// No store: access an operator granted (Support.GrantEntitlement).
+    case grant = 4
 }
 
 /// An order: opened before a purchase, completed by exactly one store transaction.

@@ -58,6 +58,23 @@ public protocol PurchaseLedger {
     /// The audit entries `filter` matches, newest first (time, then id, both descending), after `after` when
     /// given; at most `limit`.
     func auditEntries(_ filter: AuditFilter, after: AuditCursor?, limit: Int) throws(BillingError) -> [AuditRecord]
+    /// Inserts a grant (its id is new).
+    func insertGrant(_ grant: GrantRecord) throws(BillingError)
+    func grant(id: String) throws(BillingError) -> GrantRecord?
+    /// The account's grant made with that idempotency key, if any.
+    func grant(accountID: String, idempotencyKey: String) throws(BillingError) -> GrantRecord?
+    /// The account's grants, oldest first.
+    func grants(accountID: String) throws(BillingError) -> [GrantRecord]
+    /// Stores a grant's revocation.
+    func updateGrant(_ grant: GrantRecord) throws(BillingError)
+    /// Grants past their end at `nowMs`, not revoked, whose expiry is not yet noted; the earliest first, at most `limit`.
+    func dueGrants(nowMs: Int64, limit: Int) throws(BillingError) -> [GrantRecord]
+    /// Marks a grant's expiry noted; true only for the one writer that changed it (a replica sweeping at once gets false).
+    func noteGrantExpired(grantID: String) throws(BillingError) -> Bool
+    /// Erasure: `pseudonym` replaces `accountID` in every stored copy (orders, transactions' ownership, entitlements,
+    /// grants, events and their order snapshots, audit entries and the requests they keep, refund watches,
+    /// acknowledgements); the account's idempotency keys are dropped. Answers what it rewrote.
+    func renameAccount(_ accountID: String, to pseudonym: String) throws(BillingError) -> ErasureCounts
     /// Serializes writers of one subscription (original transaction) until the end of the database transaction,
     /// so that each reads what the previous one committed (renewal state, entitlement) before it writes.
     /// A no-op where writers are already serialized (memory, SQLite).

@@ -70,7 +70,7 @@ public struct Store: ProtoEnum, CustomStringConvertible {
     public static let googlePlay = Store(rawValue: 2)
     /// Web purchases through Stripe Checkout (not served yet).
     public static let stripe = Store(rawValue: 3)
-    /// No store: access an operator granted (not served yet).
+    /// No store: access an operator granted (Support.GrantEntitlement).
     public static let grant = Store(rawValue: 4)
     public var description: String {
         switch rawValue {
@@ -179,6 +179,45 @@ public struct ServingStatus: ProtoEnum, CustomStringConvertible {
         case 2: "NOT_SERVING"
         case 3: "SERVICE_UNKNOWN"
         default: "\(rawValue)"
+        }
+    }
+}
+
+/// billing.v1.AccessReason: why an entitlement stands where it does (Support.ExplainAccess).
+public struct AccessReason: ProtoEnum, CustomStringConvertible {
+    public var rawValue: Int32
+    public init(rawValue: Int32) { self.rawValue = rawValue }
+    public static let unspecified = AccessReason(rawValue: 0)
+    public static let purchased = AccessReason(rawValue: 1)
+    public static let subscriptionActive = AccessReason(rawValue: 2)
+    public static let gracePeriod = AccessReason(rawValue: 3)
+    public static let billingRetry = AccessReason(rawValue: 4)
+    public static let expired = AccessReason(rawValue: 5)
+    public static let refunded = AccessReason(rawValue: 6)
+    public static let familyShared = AccessReason(rawValue: 7)
+    public static let familyRevoked = AccessReason(rawValue: 8)
+    public static let upgraded = AccessReason(rawValue: 9)
+    public static let granted = AccessReason(rawValue: 10)
+    public static let grantRevoked = AccessReason(rawValue: 11)
+    public static let grantExpired = AccessReason(rawValue: 12)
+    public static let paused = AccessReason(rawValue: 13)
+    public var description: String {
+        switch rawValue {
+        case 0: "ACCESS_REASON_UNSPECIFIED"
+        case 1: "ACCESS_REASON_PURCHASED"
+        case 2: "ACCESS_REASON_SUBSCRIPTION_ACTIVE"
+        case 3: "ACCESS_REASON_GRACE_PERIOD"
+        case 4: "ACCESS_REASON_BILLING_RETRY"
+        case 5: "ACCESS_REASON_EXPIRED"
+        case 6: "ACCESS_REASON_REFUNDED"
+        case 7: "ACCESS_REASON_FAMILY_SHARED"
+        case 8: "ACCESS_REASON_FAMILY_REVOKED"
+        case 9: "ACCESS_REASON_UPGRADED"
+        case 10: "ACCESS_REASON_GRANTED"
+        case 11: "ACCESS_REASON_GRANT_REVOKED"
+        case 12: "ACCESS_REASON_GRANT_EXPIRED"
+        case 13: "ACCESS_REASON_PAUSED"
+        default: String(rawValue)
         }
     }
 }

@@ -11,6 +11,7 @@ public struct EventType: ProtoEnum, CustomStringConvertible {
         "EVENT_TYPE_ENTITLEMENT_REVOKED", "EVENT_TYPE_ENTITLEMENT_REINSTATED", "EVENT_TYPE_ENTITLEMENT_EXPIRED",
         "EVENT_TYPE_ENTITLEMENT_TRANSFERRED", "EVENT_TYPE_RENEWAL_STATUS_CHANGED", "EVENT_TYPE_BILLING_ISSUE",
         "EVENT_TYPE_ORDER_PARTIALLY_REFUNDED", "EVENT_TYPE_ENTITLEMENT_PRODUCT_CHANGED", "EVENT_TYPE_RENEWAL_PRODUCT_CHANGED",
+        "EVENT_TYPE_ACCOUNT_DELETED",
     ]
     public var description: String { Self.names.indices.contains(Int(rawValue)) ? Self.names[Int(rawValue)] : "\(rawValue)" }
 }

@@ -163,6 +163,8 @@ public struct Entitlement: ProtoMessage, Equatable {
     public var subscriptionGroupID = ""
     /// The product the subscription renews into when it differs from `productID`; empty otherwise.
     public var pendingProductID = ""
+    /// STORE_GRANT: the grant (also its original transaction id).
+    public var grantID = ""
 
     public init() {}
 
@@ -186,6 +188,7 @@ public struct Entitlement: ProtoMessage, Equatable {
             case 15: try expect(wt, .varint, field: 15); store = Store(rawValue: try r.readEnum(field: 15))
             case 16: try expect(wt, .lengthDelimited, field: 16); subscriptionGroupID = try r.readString(field: 16)
             case 17: try expect(wt, .lengthDelimited, field: 17); pendingProductID = try r.readString(field: 17)
+            case 18: try expect(wt, .lengthDelimited, field: 18); grantID = try r.readString(field: 18)
             default: try r.skip(wt)
             }
         }
@@ -197,7 +200,7 @@ public struct Entitlement: ProtoMessage, Equatable {
             + ProtoSize.bool(7, active) + ProtoSize.string(8, orderID) + ProtoSize.int64(9, revocationTimeMs)
             + ProtoSize.int64(10, gracePeriodExpiresTimeMs) + ProtoSize.bool(11, autoRenew) + ProtoSize.int32(12, environment.rawValue)
             + ProtoSize.int32(13, state.rawValue) + ProtoSize.int32(14, ownership.rawValue) + ProtoSize.int32(15, store.rawValue)
-            + ProtoSize.string(16, subscriptionGroupID) + ProtoSize.string(17, pendingProductID)
+            + ProtoSize.string(16, subscriptionGroupID) + ProtoSize.string(17, pendingProductID) + ProtoSize.string(18, grantID)
     }
 
     public func encode(to w: inout ProtoWriter) {
@@ -206,6 +209,6 @@ public struct Entitlement: ProtoMessage, Equatable {
         w.bool(7, active); w.string(8, orderID); w.int64(9, revocationTimeMs)
         w.int64(10, gracePeriodExpiresTimeMs); w.bool(11, autoRenew); w.int32(12, environment.rawValue)
         w.int32(13, state.rawValue); w.int32(14, ownership.rawValue); w.int32(15, store.rawValue)
-        w.string(16, subscriptionGroupID); w.string(17, pendingProductID)
+        w.string(16, subscriptionGroupID); w.string(17, pendingProductID); w.string(18, grantID)
     }
 }

@@ -65,6 +65,12 @@ extension BillingError {
             RPCError(code: .failedPrecondition, message: description, reason: .offerSigningNotConfigured)
         case .accountNotFound(let id):
             RPCError(code: .notFound, message: description, reason: .accountNotFound, metadata: ["account_id": id])
+        case .grantNotFound(let id):
+            RPCError(code: .notFound, message: description, reason: .grantNotFound, metadata: ["grant_id": id])
+        case .refundNotSupported:
+            RPCError(code: .failedPrecondition, message: description, reason: .refundNotSupported)
+        case .storeRefused(let e):
+            RPCError(code: .failedPrecondition, message: description, reason: .storeRefused, metadata: ["store_error": e])
         case .cursorOutOfRange(let cursor, let newest):
             RPCError(
                 code: .outOfRange, message: description, reason: .cursorOutOfRange,

@@ -24,6 +24,7 @@ extension BillingAPI.Store {
         switch s {
         case .appStore: self = .appStore
         case .googlePlay: self = .googlePlay
+        case .grant: self = .grant
         }
     }
 }
@@ -142,6 +143,7 @@ extension BillingAPI.Entitlement {
         store = BillingAPI.Store(e.store)
         subscriptionGroupID = e.subscriptionGroupID
         pendingProductID = e.pendingProductID
+        grantID = e.grantID
     }
 }
 

@@ -7,21 +7,39 @@ import Synchronization
 /// billing.v1.Support: what support staff need to find a customer and see their account. Every call, reads too
 /// (they show personal data), writes one audit entry: a call that answers writes it in the same database
 /// transaction as its reads (and, for the calls that change something, its change); a refused call writes one
-/// with the refusal as its outcome. Served so far: FindCustomers, GetCustomer, ListAuditEntries.
+/// with the refusal as its outcome.
 public final class SupportService: Sendable {
     public static let findCustomers = "billing.v1.Support/FindCustomers"
     public static let getCustomer = "billing.v1.Support/GetCustomer"
     public static let listAuditEntries = "billing.v1.Support/ListAuditEntries"
-    public static let methods = [findCustomers, getCustomer, listAuditEntries]
+    public static let explainAccess = "billing.v1.Support/ExplainAccess"
+    public static let grantEntitlement = "billing.v1.Support/GrantEntitlement"
+    public static let revokeGrant = "billing.v1.Support/RevokeGrant"
+    public static let transferPurchases = "billing.v1.Support/TransferPurchases"
+    public static let refundPurchase = "billing.v1.Support/RefundPurchase"
+    public static let deleteCustomer = "billing.v1.Support/DeleteCustomer"
+    public static let methods = [
+        findCustomers, getCustomer, explainAccess, grantEntitlement, revokeGrant, transferPurchases, refundPurchase, deleteCustomer,
+        listAuditEntries,
+    ]
 
     /// Bounds of the request fields (docs/SUPPORT.md).
     public enum Limits {
         public static let query = 512
         public static let filter = 512
+        public static let reason = 500
+        /// A grant's duration: at most 100 years.
+        public static let grantSeconds: Int64 = 100 * 366 * 86_400
+        /// Original transactions one TransferPurchases names.
+        public static let transferIDs = 1000
     }
 
     let store: any OrderStore
     let clock: any WallClock
+    let catalog: Catalog?
+    /// RefundPurchase's store half (Google Play orders.refund and revoke); nil when Google Play is not configured.
+    /// Blocking: called on the Google Play pool.
+    let refunder: (any StoreRefunder)?
     /// Who calls: the API key's name, the client certificate's subject, or "anonymous".
     let operatorName: @Sendable (CallContext) -> String
     /// The request in proto3 JSON (message name, binary), for the audit entry.
@@ -31,12 +49,14 @@ public final class SupportService: Sendable {
     let appleOrder: (@Sendable (String) throws(BillingError) -> [String])?
 
     public init(
-        store: any OrderStore, clock: any WallClock = SystemClock(), operatorName: @escaping @Sendable (CallContext) -> String,
-        requestJSON: @escaping @Sendable (String, [UInt8]) -> String,
-        appleOrder: (@Sendable (String) throws(BillingError) -> [String])? = nil
+        store: any OrderStore, clock: any WallClock = SystemClock(), catalog: Catalog? = nil,
+        operatorName: @escaping @Sendable (CallContext) -> String, requestJSON: @escaping @Sendable (String, [UInt8]) -> String,
+        appleOrder: (@Sendable (String) throws(BillingError) -> [String])? = nil, refunder: (any StoreRefunder)? = nil
     ) {
         self.store = store
         self.clock = clock
+        self.catalog = catalog
+        self.refunder = refunder
         self.operatorName = operatorName
         self.requestJSON = requestJSON
         self.appleOrder = appleOrder
@@ -55,6 +75,26 @@ public final class SupportService: Sendable {
         }
         router.register(Self.listAuditEntries, ListAuditEntriesRequest.self) { [self] context, request, responder in
             listAuditEntries(context, request, responder)
+        }
+        router.register(Self.explainAccess, ExplainAccessRequest.self) { [self] context, request, responder in
+            explainAccess(context, request, responder)
+        }
+        router.register(Self.grantEntitlement, GrantEntitlementRequest.self) { [self] context, request, responder in
+            grantEntitlement(context, request, responder)
+        }
+        router.register(Self.revokeGrant, RevokeGrantRequest.self) { [self] context, request, responder in
+            revokeGrant(context, request, responder)
+        }
+        router.register(Self.transferPurchases, TransferPurchasesRequest.self) { [self] context, request, responder in
+            transferPurchases(context, request, responder)
+        }
+        // On the Google Play pool always: it reads the ledger, then may wait on the store, blocking its thread.
+        router.register(Self.refundPurchase, RefundPurchaseRequest.self, on: .pool(Workers.googlePlay)) {
+            [self] context, request, responder in
+            refundPurchase(context, request, responder)
+        }
+        router.register(Self.deleteCustomer, DeleteCustomerRequest.self) { [self] context, request, responder in
+            deleteCustomer(context, request, responder)
         }
     }
 
@@ -89,8 +129,10 @@ public final class SupportService: Sendable {
 
     /// Runs `body` in one database transaction with the call's audit entry (outcome OK) and answers its value;
     /// a refusal or a failure rolls both back, then the entry is written alone with the refusal as its outcome.
+    /// `adjust` may rewrite the entry from the answer before it is written (erasure: the pseudonym, not the id).
     func run<R: ProtoMessage>(
         _ audit: Audit, _ context: CallContext, _ responder: Responder,
+        adjust: (@Sendable (inout Audit, R) -> Void)? = nil,
         _ body: @escaping @Sendable (any PurchaseLedger, Int64) throws(BillingError) -> R
     ) {
         let clock = self.clock
@@ -99,7 +141,9 @@ public final class SupportService: Sendable {
             { ledger throws(BillingError) in
                 let now = clock.nowMilliseconds()
                 let answer = try body(ledger, now)
-                try ledger.appendAudit(audit.record(outcome: "OK", timeMs: now))
+                var entry = audit
+                adjust?(&entry, answer)
+                try ledger.appendAudit(entry.record(outcome: "OK", timeMs: now))
                 return answer
             }
         ) { [self] result in
@@ -183,6 +227,7 @@ public final class SupportService: Sendable {
                     add(owned.accountID, .purchaseToken)
                 }
             }
+            if query.hasPrefix("grant_"), let grant = try ledger.grant(id: query) { add(grant.accountID, .grantID) }
             for id in found {
                 if let owned = try ledger.owned(transactionID: id) { add(owned.accountID, .appleOrderID) }
             }
@@ -224,6 +269,7 @@ public final class SupportService: Sendable {
             response.entitlements = try ledger.entitlements(accountID: account).map { $0.entitlement(nowMs: now) }
                 .sorted { ($0.productID, $0.originalTransactionID) < ($1.productID, $1.originalTransactionID) }
                 .map(BillingAPI.Entitlement.init)
+            response.grants = try ledger.grants(accountID: account).map(BillingAPI.Grant.init)
             return response
         }
     }
@@ -238,16 +284,17 @@ public final class SupportService: Sendable {
     }
 
     static func known(_ ledger: any PurchaseLedger, accountID: String) throws(BillingError) -> Bool {
-        if try !ledger.entitlements(accountID: accountID).isEmpty { return true }
-        if try !ledger.orders(accountID: accountID).isEmpty { return true }
-        return try !ledger.transactions(accountID: accountID).isEmpty
+        try AccountRules.known(ledger, accountID: accountID)
     }
 
     static func summary(_ ledger: any PurchaseLedger, accountID: String, nowMs: Int64) throws(BillingError) -> BillingAPI.CustomerSummary? {
         let entitlements = try ledger.entitlements(accountID: accountID).map { $0.entitlement(nowMs: nowMs) }
         let orders = try ledger.orders(accountID: accountID)
         let transactions = try ledger.transactions(accountID: accountID)
-        guard let s = AccountSummary.of(accountID: accountID, orders: orders, transactions: transactions, entitlements: entitlements)
+        let grants = try ledger.grants(accountID: accountID)
+        guard
+            let s = AccountSummary.of(
+                accountID: accountID, orders: orders, transactions: transactions, entitlements: entitlements, grants: grants)
         else { return nil }
         var out = BillingAPI.CustomerSummary()
         out.accountID = s.accountID
@@ -259,6 +306,7 @@ public final class SupportService: Sendable {
         out.refundedTransactions = Int32(clamping: s.refundedTransactions)
         out.spent = s.spent.map { Money(currency: $0.currency, milliunits: $0.milliunits) }
         out.stores = s.stores.map { BillingAPI.Store(rawValue: Int32($0.rawValue)) }
+        out.deleted = Pseudonym.isPseudonym(accountID)
         return out
     }
 

@@ -178,7 +178,7 @@ public final class App: Sendable {
             throw StartError(description: "billingd: the embedded descriptors: \(error)")
         }
         let support = SupportService(
-            store: store,
+            store: store, catalog: catalog,
             operatorName: { context in table?.name(for: context) ?? context.peerSubject ?? "anonymous" },
             requestJSON: { message, binary in
                 (try? json.toJSON(message, binary: binary)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
@@ -599,6 +599,7 @@ public final class App: Sendable {
             throw StartError(description: "billingd: --listen: \(error)")
         }
         if configuration.orderTTL > 0 { startExpiry() }
+        startGrantExpiry()
         startReconciliation()
         webhooks?.start()
         googlePlay?.acknowledger?.start()
@@ -684,6 +685,38 @@ public final class App: Sendable {
             }
         }
         thread.name = "order-expiry"
+        thread.start()
+    }
+
+    /// Every 5 s: each grant past its end writes ENTITLEMENT_EXPIRED (cause grant_expiry) once, whichever replica
+    /// sweeps first (`GrantRules.expireDue`), so an app hears of it within seconds, as of any store expiry.
+    private func startGrantExpiry() {
+        let store = self.store, logger = self.logger
+        let thread = Thread { [self] in
+            while !expiryStopped.load(ordering: .relaxed) {
+                let n = Blocking.wait { done in
+                    store.write(
+                        abandoned: { false },
+                        { ledger throws(BillingError) in
+                            try GrantRules.expireDue(
+                                ledger, context: RuleContext(nowMs: SystemClock().nowMilliseconds(), cause: .grantExpiry, catalog: nil),
+                                limit: 500)
+                        }
+                    ) { result in
+                        switch result {
+                        case .success(let n): done(n)
+                        case .failure(let e):
+                            logger.log(.warning, "grant expiry failed", [("error", .string(e.description))])
+                            done(0)
+                        }
+                    }
+                }
+                if n > 0 { logger.log(.info, "grants expired", [("count", .int(n))]) }
+                if n == 500 { continue }  // more are due
+                pauseUnlessStopped(5)
+            }
+        }
+        thread.name = "grant-expiry"
         thread.start()
     }
 

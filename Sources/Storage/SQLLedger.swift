@@ -455,6 +455,129 @@ struct SQLLedger<DB: SQLExecutor>: PurchaseLedger {
         }
     }
 
+    // MARK: Grants
+
+    static var grantColumns: String { LedgerSQL.grantColumns }
+
+    static func decodeGrant(_ r: some RowReader) -> GrantRecord {
+        GrantRecord(
+            grantID: r.text(0), accountID: r.text(1), productID: r.text(2), startTimeMs: r.int64(3), expiresTimeMs: r.int64(4),
+            revocationTimeMs: r.int64(5), reason: r.text(6), operatorName: r.text(7), idempotencyKey: r.optionalText(8),
+            expiryNoted: r.int(9) != 0)
+    }
+
+    func insertGrant(_ g: GrantRecord) throws(BillingError) {
+        try run { () throws(StorageError) in
+            try db.update(
+                "INSERT INTO grants (\(Self.grantColumns)) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10)",
+                [
+                    .text(g.grantID), .text(g.accountID), .text(g.productID), .int(g.startTimeMs), .int(g.expiresTimeMs),
+                    .int(g.revocationTimeMs), .text(g.reason), .text(g.operatorName), g.idempotencyKey.map { .text($0) } ?? .null,
+                    .int(g.expiryNoted ? 1 : 0),
+                ])
+        }
+    }
+
+    func grant(id: String) throws(BillingError) -> GrantRecord? {
+        try run { () throws(StorageError) in
+            try db.query("SELECT \(Self.grantColumns) FROM grants WHERE grant_id = $1", [.text(id)], { Self.decodeGrant($0) }).first
+        }
+    }
+
+    func grant(accountID: String, idempotencyKey: String) throws(BillingError) -> GrantRecord? {
+        try run { () throws(StorageError) in
+            try db.query(
+                "SELECT \(Self.grantColumns) FROM grants WHERE account_id = $1 AND idempotency_key = $2", [.text(accountID), .text(idempotencyKey)],
+                { Self.decodeGrant($0) }
+            ).first
+        }
+    }
+
+    func grants(accountID: String) throws(BillingError) -> [GrantRecord] {
+        try run { () throws(StorageError) in
+            try db.query(
+                "SELECT \(Self.grantColumns) FROM grants WHERE account_id = $1 ORDER BY start_time_ms, grant_id", [.text(accountID)],
+                { Self.decodeGrant($0) })
+        }
+    }
+
+    func updateGrant(_ g: GrantRecord) throws(BillingError) {
+        try run { () throws(StorageError) in
+            try db.update(
+                "UPDATE grants SET revocation_time_ms = $1, expires_time_ms = $2 WHERE grant_id = $3",
+                [.int(g.revocationTimeMs), .int(g.expiresTimeMs), .text(g.grantID)])
+        }
+    }
+
+    /// The conditions of the partial index `grants_due`, so that both planners read only grants still to be noted.
+    func dueGrants(nowMs: Int64, limit: Int) throws(BillingError) -> [GrantRecord] {
+        try run { () throws(StorageError) in
+            try db.query(
+                "SELECT \(Self.grantColumns) FROM grants WHERE expiry_noted = 0 AND revocation_time_ms = 0 AND expires_time_ms > 0 "
+                    + "AND expires_time_ms <= $1 ORDER BY expires_time_ms, grant_id LIMIT $2",
+                [.int(nowMs), .int(Int64(limit))], { Self.decodeGrant($0) })
+        }
+    }
+
+    /// PostgreSQL: a second replica's UPDATE waits for the first's row lock, then re-checks `expiry_noted` and
+    /// changes nothing: one event per expiry.
+    func noteGrantExpired(grantID: String) throws(BillingError) -> Bool {
+        try run { () throws(StorageError) in
+            try db.update("UPDATE grants SET expiry_noted = 1 WHERE grant_id = $1 AND expiry_noted = 0", [.text(grantID)]) == 1
+        }
+    }
+
+    // MARK: Erasure
+
+    func renameAccount(_ old: String, to new: String) throws(BillingError) -> ErasureCounts {
+        let log = self.log
+        return try run { () throws(StorageError) in
+            var c = ErasureCounts()
+            // SQLite numbers `$n` parameters in order of appearance: each statement names them in that order.
+            let ids: [SQLValue] = [.text(new), .text(old)]
+            c.idempotencyKeys =
+                (try db.query(
+                    "SELECT COUNT(*) FROM orders WHERE account_id = $1 AND idempotency_key IS NOT NULL", [.text(old)], { $0.int(0) }
+                ).first ?? 0)
+                + (try db.query(
+                    "SELECT COUNT(*) FROM grants WHERE account_id = $1 AND idempotency_key IS NOT NULL", [.text(old)], { $0.int(0) }
+                ).first ?? 0)
+            c.orders = try db.update("UPDATE orders SET account_id = $1, idempotency_key = NULL WHERE account_id = $2", ids)
+            if c.orders > 0, let log {
+                // The SQLite order cache learns the rewritten orders after COMMIT, as it learns every order change.
+                log.orders += try db.query(OrderRow.selectByAccount, [.text(new)], { OrderRow.decode($0) })
+            }
+            c.transactions = try db.update("UPDATE transactions SET account_id = $1 WHERE account_id = $2", ids)
+            c.entitlements = try db.update("UPDATE entitlements SET account_id = $1 WHERE account_id = $2", ids)
+            c.grants = try db.update("UPDATE grants SET account_id = $1, idempotency_key = NULL WHERE account_id = $2", ids)
+            // The feed keeps its cursors; an order snapshot names its account too.
+            let snapshots = try db.query(
+                "SELECT feed_cursor, order_snapshot FROM events WHERE account_id = $1 AND feed_cursor IS NOT NULL AND order_snapshot IS NOT NULL",
+                [.text(old)], { ($0.int64(0), $0.text(1)) })
+            for (cursor, text) in snapshots {
+                guard var order = EventSnapshot.decodeOrder(text) else { continue }
+                order.accountID = new
+                order.idempotencyKey = nil
+                try db.update("UPDATE events SET order_snapshot = $1 WHERE feed_cursor = $2", [.text(EventSnapshot.encode(order)), .int(cursor)])
+            }
+            c.events = try db.update("UPDATE events SET account_id = $1 WHERE account_id = $2 AND feed_cursor IS NOT NULL", ids)
+            try db.update("UPDATE audit_entries SET account_id = $1 WHERE account_id = $2", ids)
+            try db.update("UPDATE audit_entries SET target = $1 WHERE target = $2", ids)
+            let entries = try db.query(
+                "SELECT audit_id, request_json FROM audit_entries WHERE account_id = $1 OR target = $1", [.text(new)], { ($0.text(0), $0.text(1)) })
+            c.auditEntries = entries.count
+            for (id, json) in entries {
+                let rewritten = AuditText.replacing(old, with: new, in: json)
+                if rewritten != json {
+                    try db.update("UPDATE audit_entries SET request_json = $1 WHERE audit_id = $2", [.text(rewritten), .text(id)])
+                }
+            }
+            try db.update("UPDATE refund_watches SET account_id = $1 WHERE account_id = $2", ids)
+            try db.update("UPDATE play_acknowledgements SET account_id = $1 WHERE account_id = $2", ids)
+            return c
+        }
+    }
+
     /// After an upgrade from before schema step 7 (from before step 3, when the table did not exist, too): every
     /// entitlement computed from the transactions with the subscription model, without events.
     func recomputeEntitlements() throws(StorageError) {
@@ -687,6 +810,8 @@ enum LedgerSQL {
         "INSERT INTO events (event_type, time_ms, account_id, cause, notification_uuid, transaction_id, order_snapshot, "
         + "entitlement_snapshot) VALUES ($1, $2, $3, $4, $5, $6, $7, $8)"
 
+    static let grantColumns =
+        "grant_id, account_id, product_id, start_time_ms, expires_time_ms, revocation_time_ms, reason, operator, idempotency_key, expiry_noted"
     static let transactionByID = "SELECT \(transactionColumns) FROM transactions WHERE transaction_id = $1"
     static let transactionByIDForUpdate = transactionByID + " FOR UPDATE"
     static let insertTransaction = "INSERT INTO transactions (\(transactionColumns)) VALUES (\(placeholders(27)))"

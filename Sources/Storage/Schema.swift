@@ -311,6 +311,29 @@ enum Schema {
             CREATE INDEX orders_account ON orders (account_id, create_time_ms);
             CREATE INDEX transactions_app_account_token ON transactions (app_account_token) WHERE app_account_token IS NOT NULL;
             """,
+            // 15: support's grants (entitlements of STORE_GRANT, with who gave them and why), read by account, by
+            // idempotency key, and by the expiry sweep (only grants whose expiry is still to be noted are indexed);
+            // the indexes erasure rewrites by: the audit trail's target, an account's acknowledgements and watches.
+            """
+            CREATE TABLE grants (
+                grant_id TEXT PRIMARY KEY,
+                account_id TEXT NOT NULL,
+                product_id TEXT NOT NULL,
+                start_time_ms \(ms) NOT NULL,
+                expires_time_ms \(ms) NOT NULL,
+                revocation_time_ms \(ms) NOT NULL DEFAULT 0,
+                reason TEXT NOT NULL,
+                operator TEXT NOT NULL,
+                idempotency_key TEXT,
+                expiry_noted INTEGER NOT NULL DEFAULT 0
+            \(dialect.endKeyedTable)
+            CREATE INDEX grants_account ON grants (account_id, start_time_ms);
+            CREATE UNIQUE INDEX grants_account_idempotency ON grants (account_id, idempotency_key) WHERE idempotency_key IS NOT NULL;
+            CREATE INDEX grants_due ON grants (expires_time_ms) WHERE expiry_noted = 0 AND revocation_time_ms = 0 AND expires_time_ms > 0;
+            CREATE INDEX audit_entries_target ON audit_entries (target);
+            CREATE INDEX play_acknowledgements_account ON play_acknowledgements (account_id);
+            CREATE INDEX refund_watches_account ON refund_watches (account_id);
+            """,
         ]
     }
 }
