@@ -10,13 +10,14 @@ from conftest import ROOT, Billingd
 from helpers import billing, error_info
 from billing.admin.v1 import admin_pb2, admin_pb2_grpc
 from billing.v1 import billing_pb2 as pb
+from billing.v1 import billing_pb2_grpc as pb_grpc
 
 
 def make_secrets(directory):
     p = subprocess.run(["bash", os.path.join(ROOT, "deploy/make-secrets.sh"), str(directory)], capture_output=True,
                        text=True, timeout=60, check=True)
-    keys = dict(re.findall(r"^(app-backend|operator) API key [^:]*: ([0-9a-f]{64})$", p.stdout, re.M))
-    assert set(keys) == {"app-backend", "operator"}, p.stdout
+    keys = dict(re.findall(r"^(app-backend|operator|support) API key [^:]*: ([0-9a-f]{64})$", p.stdout, re.M))
+    assert set(keys) == {"app-backend", "operator", "support"}, p.stdout
     return keys, p
 
 
@@ -50,6 +51,17 @@ def test_make_secrets_scopes_the_keys_and_billingd_enforces_them(tmp_path):
             # The operator reaches Admin (which has no App Store credentials here), and nothing else.
             assert status(reconcile(keys["operator"])) == ("FAILED_PRECONDITION", "APPSTORE_API_NOT_CONFIGURED")
             assert status(create(keys["operator"])) == ("PERMISSION_DENIED", "PERMISSION_DENIED")
+            # Support reaches Support (and is audited under its key's name), not Admin nor CreateOrder.
+            support = pb_grpc.SupportStub(ch)
+            find = lambda key: lambda: support.FindCustomers(pb.FindCustomersRequest(query="deploy"),
+                                                             metadata=[("authorization", f"Bearer {key}")], timeout=10)
+            assert status(find(keys["support"])) == ("OK", None)
+            assert status(find(keys["app-backend"])) == ("PERMISSION_DENIED", "PERMISSION_DENIED")
+            assert status(reconcile(keys["support"])) == ("PERMISSION_DENIED", "PERMISSION_DENIED")
+            assert status(create(keys["support"])) == ("PERMISSION_DENIED", "PERMISSION_DENIED")
+            trail = support.ListAuditEntries(pb.ListAuditEntriesRequest(method="billing.v1.Support/FindCustomers"),
+                                             metadata=[("authorization", f"Bearer {keys['support']}")], timeout=10).entries
+            assert [(e.operator, e.outcome) for e in trail] == [("app-backend", "PERMISSION_DENIED"), ("support", "OK")]
     finally:
         s.stop()
 

@@ -329,3 +329,43 @@ def test_each_change_writes_its_audit_entry(shop):
         ("GrantEntitlement", "OK", "ticket 7", BOOK),
     ]
     assert all(e.operator == "anonymous" for e in audit(shop, account_id=account))
+
+
+# --- billingctl ------------------------------------------------------------------------------------------------------
+
+def ctl(shop, *args, check=True):
+    from conftest import binary
+    import subprocess
+    r = subprocess.run([binary("billingctl"), "--addr", shop.server.address, *args], capture_output=True, text=True, timeout=30)
+    if check:
+        assert r.returncode == 0, (args, r.stderr)
+    return r
+
+
+def test_billingctl_walks_a_support_case(shop):
+    account, other, tid, now = f"cli-{uuid.uuid4().hex[:8]}", f"cli-new-{uuid.uuid4().hex[:8]}", ids(), now_ms()
+    shop.subscribe(account, sub(tid, PREMIUM_MONTHLY, original=tid, purchase=now - 31 * DAY, expires=now - DAY))
+    found = ctl(shop, "customer", "find", tid).stdout
+    assert found.startswith(f"{account}  (matched transaction_id)")
+    why = ctl(shop, "customer", "explain", account).stdout.splitlines()
+    assert why[0] == f"{account} has no access" and why[1].startswith(f"  - {PREMIUM_MONTHLY}  EXPIRED  expired {day(now - DAY)}")
+    g = json.loads(ctl(shop, "grant", account, PREMIUM_MONTHLY, "--for", "7d", "--reason", "ticket 99").stdout)["grant"]
+    assert int(g["expiresTimeMs"]) - int(g["startTimeMs"]) == 7 * DAY and g["operator"] == "anonymous"
+    assert ctl(shop, "customer", "explain", account, PREMIUM_MONTHLY).stdout.startswith(f"{account} has access")
+    until = json.loads(ctl(shop, "grant", account, BOOK, "--until", "2099-01-31", "--reason", "r").stdout)["grant"]
+    assert int(until["expiresTimeMs"]) == 4073500800000  # 2099-01-31 00:00 UTC
+    assert json.loads(ctl(shop, "grant", "revoke", g["grantId"], "--reason", "sorted").stdout)["grant"]["revocationTimeMs"]
+    shown = json.loads(ctl(shop, "customer", "show", account).stdout)
+    assert shown["customer"]["accountId"] == account and len(shown["grants"]) == 2
+    moved = json.loads(ctl(shop, "transfer", account, other, "--reason", "new sign-in").stdout)
+    assert moved["transferred"] == 1
+    refused = ctl(shop, "refund", tid, "--reason", "asked", check=False)
+    assert refused.returncode == 1 and "REFUND_NOT_SUPPORTED" in refused.stderr
+    entries = json.loads(ctl(shop, "audit", "--account", account, "--limit", "3").stdout)["entries"]
+    assert [e["method"].split("/")[1] for e in entries] == ["TransferPurchases", "GetCustomer", "RevokeGrant"]
+    # The refund named a purchase the other account owns now: its entry is that account's.
+    refund, = json.loads(ctl(shop, "audit", "--account", other, "--method", "billing.v1.Support/RefundPurchase").stdout)["entries"]
+    assert (refund["outcome"], refund["target"], refund["reason"]) == ("REFUND_NOT_SUPPORTED", tid, "asked")
+    gone = json.loads(ctl(shop, "customer", "delete", other, "--reason", "erasure request").stdout)
+    assert gone["pseudonym"].startswith("deleted_")
+    assert ctl(shop, "grant", account, BOOK, check=False).returncode == 2  # no --reason: a usage error

@@ -102,6 +102,7 @@ enum Help {
             """
         ),
         (["webhooks"], WebhookCommands.usage),
+        (["customer", "grant", "transfer", "refund", "audit"], SupportCommands.usage),
         (["play"], PlayCommands.usage),
         (
             ["appstore"],

@@ -36,7 +36,8 @@ struct Options {
             case "--addr": addr = try value(a)
             case "--tls": tls = true
             case "--json": named["json"] = "true"
-            case "--follow", "--include-inactive", "--wait", "--allow-introductory-offer", "--subscription", "--test": named[String(a.dropFirst(2))] = "true"
+            case "--follow", "--include-inactive", "--wait", "--allow-introductory-offer", "--subscription", "--test", "--revoke":
+                named[String(a.dropFirst(2))] = "true"
             case "--ca": ca = try value(a); tls = true
             case "--insecure": insecure = true; tls = true
             case "--api-key": apiKey = try value(a)
@@ -95,7 +96,7 @@ struct Options {
         "appstore": ["wait", "key-id", "issuer-id", "private-key", "bundle-id", "url", "environment"],
         "verify": ["kind", "root", "bundle-id", "environment", "app-apple-id", "now", "xcode-decode-only"],
         "offer": ["kind", "product", "offer", "order", "transaction-id", "bundle-id", "allow-introductory-offer"],
-    ]
+    ].merging(SupportCommands.flags) { a, _ in a }
 
     /// The command word of an argument list (the first word that is neither a global flag nor its value); nil
     /// when there is none. Usage errors and `--help` use it before, or without, a full parse.
@@ -263,6 +264,8 @@ func run() throws {
         try WebhookCommands.run(options)
     case "play":
         try PlayCommands.verify(options)
+    case "customer", "grant", "transfer", "refund", "audit":
+        try SupportCommands.run(options)
     default:
         throw Usage(message: "unknown command '\(options.command)'")
     }
