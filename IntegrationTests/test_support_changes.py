@@ -369,3 +369,24 @@ def test_billingctl_walks_a_support_case(shop):
     gone = json.loads(ctl(shop, "customer", "delete", other, "--reason", "erasure request").stdout)
     assert gone["pseudonym"].startswith("deleted_")
     assert ctl(shop, "grant", account, BOOK, check=False).returncode == 2  # no --reason: a usage error
+
+
+def test_admin_calls_that_change_something_are_audited(shop):
+    from billing.admin.v1 import admin_pb2, admin_pb2_grpc
+    admin = admin_pb2_grpc.AdminStub(shop.channel)
+    expect_error(lambda: admin.Reconcile(admin_pb2.ReconcileRequest(), timeout=10), grpc.StatusCode.FAILED_PRECONDITION,
+                 "APPSTORE_API_NOT_CONFIGURED")
+    expect_error(lambda: admin.SetAppAccountToken(admin_pb2.SetAppAccountTokenRequest(
+        original_transaction_id="1", order_id=str(uuid.uuid4())), timeout=10), None)
+    entry = audit(shop, method="billing.admin.v1.Admin/Reconcile", limit=1)[0]
+    assert (entry.operator, entry.outcome) == ("anonymous", "APPSTORE_API_NOT_CONFIGURED")
+    assert entry.request_json.startswith("{")
+    entry = audit(shop, method="billing.admin.v1.Admin/SetAppAccountToken", limit=1)[0]
+    assert entry.outcome != "OK" and "originalTransactionId" in entry.request_json
+    # Reads are not changes: GetWebhookStatus writes no entry.
+    before = len(audit(shop, limit=1000))
+    try:
+        admin.GetWebhookStatus(admin_pb2.GetWebhookStatusRequest(), timeout=10)
+    except grpc.RpcError:
+        pass
+    assert len(audit(shop, limit=1000)) == before + 1  # the ListAuditEntries above, nothing for GetWebhookStatus

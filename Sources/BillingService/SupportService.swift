@@ -173,6 +173,68 @@ public final class SupportService: Sendable {
         store.write(abandoned: { false }, { ledger throws(BillingError) in try ledger.appendAudit(record) }) { _ in }
     }
 
+    /// The Admin calls that change something, with their request types: each is audited as a Support call is
+    /// (`auditing`), its entry written once the call has its outcome, before the caller hears it.
+    public static let auditedAdminMethods: [(method: String, request: String)] = [
+        ("billing.admin.v1.Admin/Reconcile", "billing.admin.v1.ReconcileRequest"),
+        ("billing.admin.v1.Admin/ExtendRenewalDate", "billing.admin.v1.ExtendRenewalDateRequest"),
+        ("billing.admin.v1.Admin/ExtendRenewalDatesForAll", "billing.admin.v1.ExtendRenewalDatesForAllRequest"),
+        ("billing.admin.v1.Admin/SetAppAccountToken", "billing.admin.v1.SetAppAccountTokenRequest"),
+        ("billing.admin.v1.Admin/ReplayWebhooks", "billing.admin.v1.ReplayWebhooksRequest"),
+        ("billing.admin.v1.Admin/RequestTestNotification", "billing.admin.v1.RequestTestNotificationRequest"),
+    ]
+
+    /// Whether calls of `method` are in the audit trail: every Support method, and the Admin methods that change something.
+    public static func isAudited(_ method: String) -> Bool {
+        method.hasPrefix("billing.v1.Support/") || auditedAdminMethods.contains { $0.method == method }
+    }
+
+    /// `handler` with its audit entry: the operator, the method, the request in JSON (emails removed), and the
+    /// outcome, written before the answer is delivered (a caller that saw the answer finds the entry).
+    public func auditing(_ requestType: String, _ handler: @escaping UnaryHandler) -> UnaryHandler {
+        { [self] context, bytes, responder in
+            let json = Self.redacted(requestJSON(requestType, bytes))
+            let name = operatorName(context)
+            let audited = Responder { [self] result in
+                let outcome: String
+                switch result {
+                case .success: outcome = "OK"
+                case .failure(let error): outcome = Self.outcome(error)
+                }
+                let (id, ms) = AuditID.make(clock.nowMilliseconds())
+                let record = AuditRecord(
+                    auditID: id, timeMs: ms, operatorName: name, method: context.method, accountID: Self.bounded(Self.accountNamed(json)),
+                    target: "", reason: Self.bounded(Self.fieldNamed("reason", json)), outcome: outcome, requestJSON: json)
+                store.write(abandoned: { false }, { ledger throws(BillingError) in try ledger.appendAudit(record) }) { _ in
+                    switch result {
+                    case .success(let framed): responder.succeed(framed: framed)
+                    case .failure(let error): responder.fail(error)
+                    }
+                }
+            }
+            handler(context, bytes, audited)
+        }
+    }
+
+    /// The `accountId` member of a request's JSON, when it has one.
+    static func accountNamed(_ json: String) -> String { fieldNamed("accountId", json) }
+
+    /// A top-level string member of the request's canonical JSON (`"name":"value"`, no escapes), or "".
+    static func fieldNamed(_ name: String, _ json: String) -> String {
+        let key = Array("\"\(name)\":\"".utf8), bytes = Array(json.utf8)
+        guard bytes.count > key.count else { return "" }
+        for i in 0...(bytes.count - key.count) where bytes[i..<(i + key.count)].elementsEqual(key) {
+            var j = i + key.count
+            var value: [UInt8] = []
+            while j < bytes.count, bytes[j] != UInt8(ascii: "\""), bytes[j] != UInt8(ascii: "\\") {
+                value.append(bytes[j])
+                j += 1
+            }
+            return j < bytes.count && bytes[j] == UInt8(ascii: "\"") ? String(decoding: value, as: UTF8.self) : ""
+        }
+        return ""
+    }
+
     /// "OK", the ErrorInfo reason, else the status code's name.
     static func outcome(_ error: RPCError) -> String {
         if let reason = error.reason, !reason.isEmpty { return reason }

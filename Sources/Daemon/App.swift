@@ -185,6 +185,9 @@ public final class App: Sendable {
             },
             appleOrder: admin.appleOrderLookup)
         support.register(in: &router)
+        for (method, request) in SupportService.auditedAdminMethods {
+            router.wrap(method) { support.auditing(request, $0) }
+        }
         if let apiKeys, let table {
             if let problem = App.unknownMethodProblem(apiKeys, methods: router.methods, path: configuration.apiKeys ?? "") {
                 throw StartError(description: "billingd: --api-keys: \(problem)")
@@ -193,8 +196,9 @@ public final class App: Sendable {
             knownMethods = router.methods
             router.authenticate { context in
                 let refusal = table.check(context)
-                // A Support call refused here is in the audit trail too (DESIGN: refused calls are audited).
-                if let refusal, context.method.hasPrefix("billing.v1.Support/") { support.auditRefusal(context, refusal) }
+                // A Support call (or an audited Admin call) refused here is in the audit trail too (DESIGN: refused
+                // calls are audited).
+                if let refusal, SupportService.isAudited(context.method) { support.auditRefusal(context, refusal) }
                 return refusal
             }
         } else {

@@ -127,6 +127,14 @@ public struct Router: Sendable {
         handlers["/" + method] = Registration(method, unary: handler)
     }
 
+    /// Wraps the unary handler registered for `method` (a middleware: `around` gets the handler and answers the one
+    /// to call instead); no-op when none is registered. For cross-cutting work one service's handlers should not
+    /// each repeat, such as the audit entry of the Admin calls that change something.
+    public mutating func wrap(_ method: String, _ around: (@escaping UnaryHandler) -> UnaryHandler) {
+        guard let registered = handlers["/" + method], let unary = registered.unary else { return }
+        handlers["/" + method] = Registration(method, unary: around(unary))
+    }
+
     /// Registers a typed handler: decoding failures answer INVALID_ARGUMENT before it runs; it runs where
     /// `execution` says. Inlinable (with what it calls), so that the closure it stores is specialized for
     /// `Request` in the service's module: unspecialized, every call decoded through witness tables and
