@@ -103,7 +103,8 @@ let package = Package(
             dependencies: ["TestSupport", "Billing", "BillingService", "AppStore", "Crypto", "Storage", "AppStoreAPI", "BillingAPI", "RPC", "ProtoWire"],
             swiftSettings: strict),
         .testTarget(
-            name: "StorageTests", dependencies: ["TestSupport", "Storage", "Billing", "BillingService", "BillingAPI", "RPC", "ProtoWire", "Crypto"], exclude: ["Upgrade"], swiftSettings: strict),
+            name: "StorageTests", dependencies: ["TestSupport", "Storage", "Billing", "BillingService", "BillingAPI", "RPC", "ProtoWire", "Crypto"],
+            exclude: ["Upgrade"], swiftSettings: strict),
         .testTarget(name: "AppStoreAPITests", dependencies: ["AppStoreAPI", "AppStoreHTTP", "Crypto"], swiftSettings: strict),
         .testTarget(
             name: "GooglePlayTests", dependencies: ["GooglePlayAPI", "GooglePlayHTTP", "Crypto", "HTTPClient", "ProtoWire"],

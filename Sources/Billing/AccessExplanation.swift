@@ -19,7 +19,9 @@ public struct AccessFactRecord: Sendable, Equatable {
 /// state (no second copy of it); this only words it, with the deciding transaction or grant read from the ledger.
 public enum AccessExplanation {
     /// The account's facts (for `productID` when not empty), the granting ones first, then by product and id.
-    public static func facts(_ ledger: some PurchaseLedger, accountID: String, productID: String, nowMs: Int64) throws(BillingError)
+    public static func facts(
+        _ ledger: some PurchaseLedger, accountID: String, productID: String, nowMs: Int64
+    ) throws(BillingError)
         -> [AccessFactRecord]
     {
         var out: [AccessFactRecord] = []

@@ -62,7 +62,9 @@ public enum AccountRules {
     /// ACCOUNT_DELETED event carries the pseudonym. The money records stay, so revenue does not change; store
     /// notifications about its purchases still apply, to the pseudonym. An account billingd has no record of
     /// (never known, or erased before): ACCOUNT_NOT_FOUND, nothing written.
-    public static func erase(_ ledger: some PurchaseLedger, accountID: String, pseudonym: String, context: RuleContext) throws(BillingError)
+    public static func erase(
+        _ ledger: some PurchaseLedger, accountID: String, pseudonym: String, context: RuleContext
+    ) throws(BillingError)
         -> ErasureCounts
     {
         guard try known(ledger, accountID: accountID) else { throw .accountNotFound(accountID: accountID) }

@@ -28,8 +28,10 @@ struct AccessExplanationTests {
         (record(sub, expires: now + day), .subscriptionActive, .active, now + day, "active until 2026-12-01 12:00 UTC"),
         (record(sub, expires: now - day, grace: now + day), .gracePeriod, .gracePeriod, now + day, "grace period until 2026-12-01 12:00 UTC"),
         (record(sub, expires: now - day, retry: true), .billingRetry, .billingRetry, 0, "no access since 2026-11-29 12:00 UTC"),
-        (record(sub, expires: now - day, autoRenew: false), .expired, .expired, 0,
-         "expired 2026-11-29 12:00 UTC: the period of transaction 2000000000000042 ended, auto-renew was off"),
+        (
+            record(sub, expires: now - day, autoRenew: false), .expired, .expired, 0,
+            "expired 2026-11-29 12:00 UTC: the period of transaction 2000000000000042 ended, auto-renew was off"
+        ),
         (record(sub, expires: now + day, ended: true), .expired, .expired, 0, "the store ended the subscription"),
         (record(sub, expires: now + day, revoked: now - day), .refunded, .revoked, 0, "refunded or charged back on 2026-11-29 12:00 UTC"),
         (record(sub, expires: now + day, shared: true), .familyShared, .active, now + day, "Family Sharing until 2026-12-01 12:00 UTC"),
@@ -38,8 +40,10 @@ struct AccessExplanationTests {
         (record(sub, expires: now + day, paused: true), .paused, .paused, 0, "paused by the customer"),
         (record(.nonConsumable, store: .grant, expires: now + day), .granted, .active, now + day, "granted by support-alice until 2026-12-01 12:00 UTC"),
         (record(.nonConsumable, store: .grant), .granted, .active, 0, "granted by support-alice with no end"),
-        (record(.nonConsumable, store: .grant, expires: now + day, revoked: now - day), .grantRevoked, .revoked, 0,
-         "revoked 2026-11-29 12:00 UTC: grant 2000000000000040 by support-alice"),
+        (
+            record(.nonConsumable, store: .grant, expires: now + day, revoked: now - day), .grantRevoked, .revoked, 0,
+            "revoked 2026-11-29 12:00 UTC: grant 2000000000000040 by support-alice"
+        ),
         (record(.nonConsumable, store: .grant, expires: now - day), .grantExpired, .expired, 0, "expired 2026-11-29 12:00 UTC: grant 2000000000000040"),
     ]
 
