@@ -84,6 +84,7 @@ ERRORS = dict(
     permission=("The current user has insufficient permissions to perform the requested operation.",
                 "androidpublisher", "permissionDenied"),
     order_not_found=("The order was not found.", "androidpublisher", "notFound"),
+    already_refunded=("The order has already been refunded.", "androidpublisher", "orderAlreadyRefunded"),
     scope=("Insufficient Permission", "global", "insufficientPermissions"),
     rate=("Rate Limit Exceeded", "usageLimits", "rateLimitExceeded"),
     backend=("Backend Error", "global", "backendError"),
@@ -911,6 +912,9 @@ class FakeGooglePlay:
         ("GET", r"/androidpublisher/v3/applications/([^/]+)/purchases/voidedpurchases",
          "purchases.voidedpurchases.list", "_voided_list"),
         ("GET", r"/androidpublisher/v3/applications/([^/]+)/orders/([^/:]+)", "orders.get", "_orders_get"),
+        ("POST", r"/androidpublisher/v3/applications/([^/]+)/orders/([^/:]+):refund", "orders.refund", "_orders_refund"),
+        ("POST", r"/androidpublisher/v3/applications/([^/]+)/purchases/subscriptionsv2/tokens/([^/:]+):revoke",
+         "purchases.subscriptionsv2.revoke", "_subscriptionsv2_revoke"),
     ]
 
     def _api(self, method, path, query, headers, body, entry):
@@ -925,7 +929,7 @@ class FakeGooglePlay:
         if name in ("purchases.products.get", "purchases.products.acknowledge", "purchases.products.consume",
                     "purchases.subscriptions.acknowledge"):
             entry["productId"], entry["token"] = args[1], args[2]
-        elif name == "purchases.subscriptionsv2.get":
+        elif name in ("purchases.subscriptionsv2.get", "purchases.subscriptionsv2.revoke"):
             entry["token"] = args[1]
         if self.down:
             self._fault(path)
@@ -941,7 +945,9 @@ class FakeGooglePlay:
     # The request bodies' fields (ProductPurchasesAcknowledgeRequest, SubscriptionPurchasesAcknowledgeRequest).
     REQUEST_FIELDS = {"purchases.products.acknowledge": {"developerPayload": None},
                       "purchases.subscriptions.acknowledge": {"developerPayload": None, "externalAccountIds": {
-                          "obfuscatedAccountId": None, "obfuscatedProfileId": None}}}
+                          "obfuscatedAccountId": None, "obfuscatedProfileId": None}},
+                      "purchases.subscriptionsv2.revoke": {"revocationContext": {
+                          "fullRefund": None, "proratedRefund": None, "itemBasedRefund": {"productId": None}}}}
 
     @classmethod
     def _check_body(cls, name, body):
@@ -1187,6 +1193,60 @@ class FakeGooglePlay:
     def _owner(self, token):
         record = self._products.get(token) or self._subs.get(token)
         return record["package"] if record else None
+
+    def _orders_refund(self, package, order_id, *, query, body):
+        """orders.refund: the order voided as a developer's refund (voidedSource 1 developer, voidedReason 0 other),
+        listed by voidedpurchases.list and notified (voidedPurchaseNotification); `revoke=true` also takes the item
+        back: a one-time purchase CANCELED, a subscription whose latest order it is revoked (EXPIRED). An unknown
+        order is 404; one voided before 400 orderAlreadyRefunded. Empty answer."""
+        revoke = (query.get("revoke") or ["false"])[-1]
+        if revoke not in ("true", "false"):
+            raise GoogleError(400, "invalid", location="revoke")
+        with self._lock:
+            known = self._orders.get(order_id)
+            record = (self._products if known and known[0] == "product" else self._subs).get(known[1]) if known else None
+            if not known or not record or record.get("package") != package:
+                raise GoogleError(404, "order_not_found")
+            if any(e["orderId"] == order_id for e, _ in self._voided):
+                raise GoogleError(400, "already_refunded")
+        kind, token, _ = known
+        if kind == "product":
+            with self._lock:
+                if revoke == "false":
+                    # The money back, the item kept: listed as voided, still PURCHASED.
+                    entry = {"purchaseToken": token, "orderId": order_id, "purchaseTimeMillis": str(record["purchaseMs"]),
+                             "voidedTimeMillis": str(now_ms()), "voidedSource": VOIDED_SOURCES["developer"],
+                             "voidedReason": VOIDED_REASONS["other"], "kind": "androidpublisher#voidedPurchase"}
+                    self._voided.append((entry, {"seenMs": now_ms(), "subscription": False, "partial": False}))
+                    record["refundableQuantity"] = 0
+                    return None
+            self.void(token, order_id=order_id, reason="other", source="developer")
+            return None
+        if revoke == "true":
+            self.void(token, order_id=order_id, reason="other", source="developer")
+        else:
+            with self._lock:
+                entry = {"purchaseToken": token, "orderId": order_id, "purchaseTimeMillis": str(
+                    self._orders[order_id][2]["createMs"]), "voidedTimeMillis": str(now_ms()),
+                    "voidedSource": VOIDED_SOURCES["developer"], "voidedReason": VOIDED_REASONS["other"],
+                    "kind": "androidpublisher#voidedPurchase"}
+                self._voided.append((entry, {"seenMs": now_ms(), "subscription": True, "partial": False}))
+        return None
+
+    def _subscriptionsv2_revoke(self, package, token, *, query, body):
+        """purchases.subscriptionsv2.revoke: refunds the latest charge and ends access now (EXPIRED,
+        SUBSCRIPTION_REVOKED); revocationContext is required and names one refund kind (fullRefund or
+        proratedRefund; the fake voids the latest order either way); a subscription no longer live 400
+        invalidPurchaseState."""
+        context = (body or {}).get("revocationContext")
+        if not isinstance(context, dict) or len([k for k in ("fullRefund", "proratedRefund", "itemBasedRefund") if k in context]) != 1:
+            raise GoogleError(400, "invalid", location="revocationContext")
+        r = self._subscription_record(package, token)
+        if r["state"] not in ("SUBSCRIPTION_STATE_ACTIVE", "SUBSCRIPTION_STATE_CANCELED", "SUBSCRIPTION_STATE_IN_GRACE_PERIOD",
+                              "SUBSCRIPTION_STATE_ON_HOLD", "SUBSCRIPTION_STATE_PAUSED"):
+            raise GoogleError(400, "invalid_state", location="token")
+        self.void(token, reason="other", source="developer")
+        return {}  # RevokeSubscriptionPurchaseResponse
 
     def _orders_get(self, package, order_id, *, query, body):
         """Order: state, total, tax, line items with prices (Google's only source of a one-time purchase's price)."""

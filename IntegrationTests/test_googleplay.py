@@ -554,3 +554,59 @@ def test_support_finds_a_customer_by_purchase_token_and_order_number(fake, db):
         assert support.FindCustomers(pb.FindCustomersRequest(query=long_token(300)), timeout=10).matches == []
     finally:
         node.stop()
+
+
+@pytest.mark.parametrize("db", ["sqlite", "postgres"])
+def test_support_refunds_google_play_purchases_through_the_store(fake, db):
+    """Support.RefundPurchase: a one-time purchase through orders.refund (revoke as asked), a subscription with its
+    access ended through purchases.subscriptionsv2.revoke; each recorded as a voided purchase is (the transaction
+    revoked, its order REFUNDED, ENTITLEMENT_REVOKED); a repeat answers the recorded refund without asking Google; an
+    order Google refunded elsewhere is STORE_REFUSED with Google's words; an App Store purchase REFUND_NOT_SUPPORTED."""
+    node = start(fake, database=db_flag(db))
+    try:
+        channel = grpc.insecure_channel(node.address)
+        stub, support = billing(channel), pb_grpc.SupportStub(channel)
+        refund = lambda tid, revoke=False: support.RefundPurchase(
+            pb.RefundPurchaseRequest(transaction_id=tid, revoke_access=revoke, reason="customer asked"), timeout=30)
+        ads = order(stub, "remove_ads", account="acct-refund")
+        p = fake.add_product("remove_ads", account_id=ads.order_id)
+        submit(stub, ads.order_id, p["token"], "remove_ads")
+        r = refund(p["orderId"])
+        assert r.transaction.revocation_time_ms > 0 and r.transaction.revocation_type == pb.REVOCATION_TYPE_REFUND_FULL
+        assert r.order.state == pb.ORDER_STATE_REFUNDED and r.order.order_id == ads.order_id
+        call, = fake.calls("orders.refund")
+        assert call["path"].endswith(f"/orders/{p['orderId']}:refund") and call["query"]["revoke"] == ["false"]
+        assert call["status"] == 200 and fake.product(p["token"])["state"] == "purchased"  # Google kept the item
+        assert [v["orderId"] for v, _ in fake._voided] == [p["orderId"]]
+        ents = stub.GetEntitlements(pb.GetEntitlementsRequest(account_id="acct-refund", include_inactive=True), timeout=10).entitlements
+        assert [(e.product_id, e.state) for e in ents] == [("remove_ads", pb.ENTITLEMENT_STATE_REVOKED)]
+        events = stub.ListEvents(pb.ListEventsRequest(account_id="acct-refund", limit=100), timeout=10).events
+        assert ("EVENT_TYPE_ENTITLEMENT_REVOKED", "support:RefundPurchase") in [(pb.EventType.Name(e.type), e.cause) for e in events]
+        # Again: the recorded refund, Google not asked twice.
+        assert refund(p["orderId"]).transaction.revocation_time_ms == r.transaction.revocation_time_ms
+        assert len(fake.calls("orders.refund")) == 1
+
+        # A subscription, its access ended: purchases.subscriptionsv2.revoke with a full refund.
+        sub = order(stub, "pro_monthly", account="acct-refund")
+        s = fake.add_subscription("pro_monthly", account_id=sub.order_id)
+        submit(stub, sub.order_id, s["token"], "pro_monthly")
+        r = refund(s["token"], revoke=True)  # by its purchase token, too
+        assert r.transaction.transaction_id == s["orderId"] and r.transaction.revocation_time_ms > 0
+        call, = fake.calls("purchases.subscriptionsv2.revoke")
+        assert call["path"].endswith(f"/purchases/subscriptionsv2/tokens/{s['token']}:revoke") and call["status"] == 200
+        assert call["json"] == {"revocationContext": {"fullRefund": {}}}
+        assert fake.subscription(s["token"])["state"] == "SUBSCRIPTION_STATE_EXPIRED"
+
+        # Refunded elsewhere (the Play Console), not yet known to billingd: Google refuses, billingd says why.
+        more = order(stub, "remove_ads", account="acct-refund-2")
+        q = fake.add_product("remove_ads", account_id=more.order_id)
+        submit(stub, more.order_id, q["token"], "remove_ads")
+        fake.void(q["token"], source="developer")
+        info = expect_error(lambda: refund(q["orderId"], revoke=True), grpc.StatusCode.FAILED_PRECONDITION, "STORE_REFUSED")
+        assert "orderAlreadyRefunded" in info.metadata["store_error"]
+        expect_error(lambda: refund("GPA.0000-0000-0000-00000"), grpc.StatusCode.NOT_FOUND, "TRANSACTION_NOT_FOUND")
+        entries = support.ListAuditEntries(pb.ListAuditEntriesRequest(method="billing.v1.Support/RefundPurchase"), timeout=10).entries
+        assert [e.outcome for e in entries][:2] == ["TRANSACTION_NOT_FOUND", "STORE_REFUSED"]
+        assert {e.account_id for e in entries if e.outcome == "OK"} == {"acct-refund"}
+    finally:
+        node.stop()

@@ -1021,3 +1021,33 @@ def test_prepaid_plan(fake, play):
     fake.expire(s["token"])
     item = play.subscriptionsv2().get(packageName=PACKAGE, token=s["token"]).execute()["lineItems"][0]
     assert item["prepaidPlan"] == {}
+
+
+def test_orders_refund_and_subscriptions_revoke_through_googles_client(fake, discovery, play):
+    """The two calls Support.RefundPurchase makes, as google-api-python-client sends them (the discovery document's
+    paths, `revoke` as a query parameter, empty answers): the order joins voidedpurchases.list; revoke=true takes the
+    item back; a second refund of an order is 400 orderAlreadyRefunded; an unknown order 404; a subscription revoked
+    is EXPIRED with its current order voided (purchases.subscriptionsv2.revoke, with revocationContext required)."""
+    orders = google_service(fake, discovery).orders()
+    kept, taken = fake.add_product("premium"), fake.add_product("premium")
+    assert orders.refund(packageName=PACKAGE, orderId=kept["orderId"]).execute() in (b"", "", None)
+    assert orders.refund(packageName=PACKAGE, orderId=taken["orderId"], revoke=True).execute() in (b"", "", None)
+    assert [c["query"].get("revoke") for c in fake.calls("orders.refund")] == [None, ["true"]]
+    state = lambda t: play.products().get(packageName=PACKAGE, productId="premium", token=t).execute()["purchaseState"]
+    assert (state(kept["token"]), state(taken["token"])) == (0, 1)  # kept: still purchased; taken: canceled
+    voided = play.voidedpurchases().list(packageName=PACKAGE).execute()["voidedPurchases"]
+    assert {v["orderId"]: v["voidedSource"] for v in voided} == {kept["orderId"]: 1, taken["orderId"]: 1}
+    assert http_error(orders.refund(packageName=PACKAGE, orderId=kept["orderId"]))[:2] == (400, "orderAlreadyRefunded")
+    with pytest.raises(HttpError) as e:
+        orders.refund(packageName=PACKAGE, orderId=new_order_id()).execute()
+    assert e.value.status_code == 404
+    s = fake.add_subscription("pro.monthly")
+    subs = play.subscriptionsv2()
+    assert http_error(subs.revoke(packageName=PACKAGE, token=s["token"], body={}))[:2] == (400, "invalid")
+    full = {"revocationContext": {"fullRefund": {}}}
+    assert subs.revoke(packageName=PACKAGE, token=s["token"], body=full).execute() in (b"", "", None, {})
+    got = play.subscriptionsv2().get(packageName=PACKAGE, token=s["token"]).execute()
+    assert got["subscriptionState"] == "SUBSCRIPTION_STATE_EXPIRED"
+    voided = play.voidedpurchases().list(packageName=PACKAGE, type=1).execute()["voidedPurchases"]
+    assert s["orderId"] in [v["orderId"] for v in voided]
+    assert http_error(subs.revoke(packageName=PACKAGE, token=s["token"], body=full))[:2] == (400, "invalidPurchaseState")

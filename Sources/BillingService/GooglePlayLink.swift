@@ -198,3 +198,37 @@ public final class GooglePlayLink: Sendable {
         return nil
     }
 }
+
+extension GooglePlayLink: StoreRefunder {
+    /// RefundPurchase's Google half: a subscription whose access is to end, purchases.subscriptionsv2.revoke with a
+    /// full refund (Google refunds its latest charge and ends it now); anything else orders.refund of that order, `revoke` as asked.
+    /// Answers the transaction revoked now, as billingd records a voided purchase (voidedpurchases.list lists the
+    /// refund either way). Google's refusal of the request (an order refunded elsewhere, a window passed) is
+    /// STORE_REFUSED with Google's words; an API that does not answer, GOOGLE_PLAY_UNAVAILABLE.
+    public func refund(_ t: StoreTransaction, revokeAccess: Bool) throws(BillingError) -> StoreTransaction {
+        let package = t.bundleID
+        guard packages.contains(package) else {
+            throw .wrongApp(detail: "package \(package) is not one this service serves (--google-play-packages)")
+        }
+        let subscription = PurchaseRules.kind(of: t, catalog: catalog) == .autoRenewableSubscription
+        do throws(GooglePlayAPIError) {
+            if subscription && revokeAccess && !t.purchaseToken.isEmpty {
+                try api.revokeSubscription(packageName: package, token: t.purchaseToken)
+            } else {
+                try api.refundOrder(packageName: package, orderID: t.transactionID, revoke: revokeAccess)
+            }
+        } catch {
+            switch error {
+            case .rejected(let status, let reason, let message), .notFound(let status, let reason, let message):
+                throw .storeRefused(storeError: "HTTP \(status) \(reason): \(String(message.prefix(200)))")
+            default: throw map(error)
+            }
+        }
+        var refunded = t
+        let at = now()
+        refunded.revocationTimeMs = at
+        refunded.revocationType = .refundFull
+        refunded.signedTimeMs = max(t.signedTimeMs + 1, at)
+        return refunded
+    }
+}

@@ -183,7 +183,7 @@ public final class App: Sendable {
             requestJSON: { message, binary in
                 (try? json.toJSON(message, binary: binary)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
             },
-            appleOrder: admin.appleOrderLookup)
+            appleOrder: admin.appleOrderLookup, refunder: googlePlay?.link)
         support.register(in: &router)
         for (method, request) in SupportService.auditedAdminMethods {
             router.wrap(method) { support.auditing(request, $0) }

@@ -54,6 +54,13 @@ public protocol GooglePlayDeveloperAPI: Sendable {
     func acknowledgeSubscription(
         packageName: String, subscriptionID: String, token: String, developerPayload: String?, externalAccountIDs: GooglePlay.ExternalAccountIDs?
     ) throws(GooglePlayAPIError)
+    /// orders.refund: refunds one order (a one-time purchase, or one period of a subscription); `revoke` also ends
+    /// the access it gave (a subscription: revoked at once, no more renewals). Google answers an empty body.
+    func refundOrder(packageName: String, orderID: String, revoke: Bool) throws(GooglePlayAPIError)
+    /// purchases.subscriptionsv2.revoke with a full refund (`revocationContext.fullRefund`): Google refunds the latest
+    /// charge and ends the subscription's access now. (The v1 purchases.subscriptions.revoke is gone from Google's
+    /// discovery document; v2 is the one its clients call.)
+    func revokeSubscription(packageName: String, token: String) throws(GooglePlayAPIError)
     /// One page of purchases.voidedpurchases.list.
     func voidedPurchases(packageName: String, _ query: GooglePlay.VoidedPurchasesQuery) throws(GooglePlayAPIError) -> GooglePlay.VoidedPurchasesPage
 }

@@ -1,3 +1,4 @@
+import Glibc
 import Synchronization
 
 /// The in-memory twin of the Play Developer API, for Swift tests: purchases and subscriptions you add, answered with
@@ -33,7 +34,7 @@ public final class InMemoryGooglePlayAPI: GooglePlayDeveloperAPI {
     /// The endpoints' names.
     public static let endpoints = [
         "purchases.products.get", "purchases.products.acknowledge", "purchases.products.consume", "purchases.subscriptionsv2.get",
-        "purchases.subscriptions.acknowledge", "purchases.voidedpurchases.list",
+        "purchases.subscriptions.acknowledge", "purchases.voidedpurchases.list", "orders.refund", "purchases.subscriptionsv2.revoke",
     ]
 
     private let state = Mutex(State())
@@ -135,6 +136,63 @@ public final class InMemoryGooglePlayAPI: GooglePlayDeveloperAPI {
             s.externalAccountIdentifiers = known
         }
         state.withLock { $0.subscriptions[packageName + "/" + token] = s }
+    }
+
+    /// Voids the order (it joins voidedpurchases.list); `revoke` cancels the one-time purchase or expires the
+    /// subscription. An order voided before, or one no purchase has: 400, as Google refuses them.
+    public func refundOrder(packageName: String, orderID: String, revoke: Bool) throws(GooglePlayAPIError) {
+        try begin("orders.refund", packageName, "", "", "\(orderID) revoke=\(revoke)")
+        try state.withLock { s throws(GooglePlayAPIError) in
+            if (s.voided[packageName] ?? []).contains(where: { $0.purchase.orderID == orderID }) {
+                throw .rejected(status: 400, reason: "orderAlreadyRefunded", message: "The order has already been refunded.")
+            }
+            let prefix = packageName + "/"
+            if let (key, p) = s.products.first(where: { $0.key.hasPrefix(prefix) && $0.value.orderID == orderID }) {
+                var p = p
+                if revoke { p.purchaseState = GooglePlay.ProductPurchase.PurchaseState.canceled.rawValue }
+                s.products[key] = p
+                s.voided[packageName, default: []].append(
+                    Voided(
+                        purchase: GooglePlay.VoidedPurchase(
+                            purchaseToken: String(key.dropFirst(prefix.count)), orderID: orderID,
+                            voidedTimeMillis: Self.nowMs(), voidedSource: 1, voidedReason: 0), subscription: false))
+                return
+            }
+            if let (key, sub) = s.subscriptions.first(where: { $0.key.hasPrefix(prefix) && $0.value.orderID == orderID }) {
+                var sub = sub
+                if revoke { sub.subscriptionState = .expired }
+                s.subscriptions[key] = sub
+                s.voided[packageName, default: []].append(
+                    Voided(
+                        purchase: GooglePlay.VoidedPurchase(
+                            purchaseToken: String(key.dropFirst(prefix.count)), orderID: orderID,
+                            voidedTimeMillis: Self.nowMs(), voidedSource: 1, voidedReason: 0), subscription: true))
+                return
+            }
+            throw .rejected(status: 404, reason: "notFound", message: "No order was found with the given ID.")
+        }
+    }
+
+    public func revokeSubscription(packageName: String, token: String) throws(GooglePlayAPIError) {
+        try begin("purchases.subscriptionsv2.revoke", packageName, "", token)
+        var s = try subscription(packageName, token)
+        guard [.active, .inGracePeriod, .canceled, .onHold, .paused].contains(s.subscriptionState) else { throw Self.invalidState }
+        s.subscriptionState = .expired
+        let order = s.orderID
+        state.withLock { st in
+            st.subscriptions[packageName + "/" + token] = s
+            st.voided[packageName, default: []].append(
+                Voided(
+                    purchase: GooglePlay.VoidedPurchase(
+                        purchaseToken: token, orderID: order, voidedTimeMillis: Self.nowMs(), voidedSource: 1,
+                        voidedReason: 0), subscription: true))
+        }
+    }
+
+    private static func nowMs() -> Int64 {
+        var ts = timespec()
+        clock_gettime(CLOCK_REALTIME, &ts)
+        return Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000
     }
 
     public func voidedPurchases(packageName: String, _ query: GooglePlay.VoidedPurchasesQuery) throws(GooglePlayAPIError) -> GooglePlay.VoidedPurchasesPage {

@@ -63,6 +63,18 @@ public final class GooglePlayAPIClient: GooglePlayDeveloperAPI {
         _ = try call("purchases.products.acknowledge", "POST", productPath(packageName, productID, token) + ":acknowledge", body: body, token: true)
     }
 
+    public func refundOrder(packageName: String, orderID: String, revoke: Bool) throws(GooglePlayAPIError) {
+        _ = try call(
+            "orders.refund", "POST", app(packageName) + "/orders/" + PathSegment.encode(orderID) + ":refund",
+            query: [("revoke", revoke ? "true" : "false")])
+    }
+
+    public func revokeSubscription(packageName: String, token: String) throws(GooglePlayAPIError) {
+        _ = try call(
+            "purchases.subscriptionsv2.revoke", "POST", app(packageName) + "/purchases/subscriptionsv2/tokens/" + PathSegment.encode(token) + ":revoke",
+            body: #"{"revocationContext":{"fullRefund":{}}}"#, token: true)
+    }
+
     public func consumeProduct(packageName: String, productID: String, token: String) throws(GooglePlayAPIError) {
         _ = try call("purchases.products.consume", "POST", productPath(packageName, productID, token) + ":consume", token: true)
     }
