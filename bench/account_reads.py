@@ -47,6 +47,7 @@ import http.client
 import json
 import math
 import os
+import random
 import shlex
 import shutil
 import signal
@@ -483,6 +484,8 @@ def run_load(args, server, helpers, name, warmup):
 
     def worker(channel, ready, go):
         stub = helpers.billing(channel)
+        support = helpers.pb_grpc.SupportStub(channel)
+        rng = random.Random(threading.get_ident())
         mine, mine_pages, mine_walks, mine_errors = [], {}, [], []
         ready.set()
         go.wait()
@@ -512,6 +515,15 @@ def run_load(args, server, helpers, name, warmup):
                     continue
                 if not take():
                     break
+                if name in SUPPORT_PHASES:
+                    request = support_request(name, args, rng, order_id)
+                    t0 = time.perf_counter_ns()
+                    r = getattr(support, SUPPORT_PHASES[name][0])(request, timeout=30)
+                    mine.append(time.perf_counter_ns() - t0)
+                    problem = support_check(name, r, args)
+                    if problem:
+                        mine_errors.append(problem)
+                    continue
                 t0 = time.perf_counter_ns()
                 if name == "entitlements":
                     r = stub.GetEntitlements(pb.GetEntitlementsRequest(account_id=account, include_inactive=True), timeout=30)
@@ -535,6 +547,11 @@ def run_load(args, server, helpers, name, warmup):
 
     channels = [grpc.insecure_channel(f"127.0.0.1:{server.port}", options=[("grpc.use_local_subchannel_pool", 1)])
                 for _ in range(args.concurrency)]
+    order_id = None
+    if name == "find_order":
+        # One order of a filler account, to find by its id (filler transactions carry none).
+        order_id = helpers.billing(channels[0]).CreateOrder(pb.CreateOrderRequest(account_id="filler-0000001", product_id=FILLER_COINS),
+                                                            timeout=30).order.order_id
     for ch in channels:
         grpc.channel_ready_future(ch).result(timeout=10)
     go = threading.Event()
@@ -579,6 +596,59 @@ def run_load(args, server, helpers, name, warmup):
     return result
 
 
+# --- support (--support) ---------------------------------------------------------------------------------------------
+
+# phase: (Support method, what it is, for the table)
+SUPPORT_PHASES = {
+    "find_account": ("FindCustomers", "FindCustomers by account id (a filler account, at random)"),
+    "find_transaction": ("FindCustomers", "FindCustomers by transaction id (a filler renewal, at random)"),
+    "find_original": ("FindCustomers", "FindCustomers by original transaction id (a filler subscription, at random)"),
+    "find_order": ("FindCustomers", "FindCustomers by order id"),
+    "find_heavy": ("FindCustomers", "FindCustomers by the heavy account's id (1,000 transactions)"),
+    "customer": ("GetCustomer", "GetCustomer (a filler account, at random)"),
+    "customer_heavy": ("GetCustomer", "GetCustomer (the heavy account)"),
+    "explain_heavy": ("ExplainAccess", "ExplainAccess (the heavy account, every product)"),
+    "grant": ("GrantEntitlement", "GrantEntitlement (a filler account, at random; one write and its audit entry)"),
+}
+
+
+def support_request(name, args, rng, order_id):
+    import billing.v1.billing_pb2 as pb
+    a = rng.randrange(args.filler_accounts)
+    account = f"filler-{a:07d}"
+    if name == "find_account":
+        return pb.FindCustomersRequest(query=account)
+    if name == "find_transaction":
+        return pb.FindCustomersRequest(query=str(FILLER_BASE + a * FILLER_STRIDE + 1))
+    if name == "find_original":
+        return pb.FindCustomersRequest(query=str(FILLER_BASE + a * FILLER_STRIDE))
+    if name == "find_order":
+        return pb.FindCustomersRequest(query=order_id)
+    if name == "find_heavy":
+        return pb.FindCustomersRequest(query=args.account)
+    if name == "customer":
+        return pb.GetCustomerRequest(account_id=account)
+    if name == "customer_heavy":
+        return pb.GetCustomerRequest(account_id=args.account)
+    if name == "explain_heavy":
+        return pb.ExplainAccessRequest(account_id=args.account)
+    return pb.GrantEntitlementRequest(account_id=account, product_id="com.example.bench.grant", duration_seconds=86400,
+                                      reason="bench: a day of access")
+
+
+def support_check(name, r, args):
+    """What each answer must hold (a bench that measured empty answers would measure nothing)."""
+    if name.startswith("find"):
+        return None if len(r.matches) == 1 else f"{name}: {len(r.matches)} matches"
+    if name.startswith("customer"):
+        want = args.heavy_transactions if name == "customer_heavy" else None
+        got = r.customer.transactions
+        return None if got > 0 and (want is None or got == want) else f"{name}: {got} transactions"
+    if name == "explain_heavy":
+        return None if len(r.facts) == args.subscriptions else f"{name}: {len(r.facts)} facts"
+    return None if r.grant.grant_id.startswith("grant_") else f"{name}: no grant"
+
+
 # --- main ------------------------------------------------------------------------------------------------------------
 
 def main():
@@ -601,6 +671,8 @@ def main():
     ap.add_argument("--log-level", default="warning", help="billingd's --log-level")
     ap.add_argument("--keep", action="store_true", help="keep the work directory (and the PostgreSQL database)")
     ap.add_argument("--json", action="store_true", help="print one JSON object instead of the table")
+    ap.add_argument("--support", action="store_true", help="also load billing.v1.Support: FindCustomers by each id kind, "
+                                                            "GetCustomer, ExplainAccess, GrantEntitlement")
     args = ap.parse_args()
     if args.filler_transactions is None:
         args.filler_transactions = 10 * args.filler_accounts
@@ -669,7 +741,9 @@ def main():
                  "walk": f"ListTransactions following pages (token, limit {args.page_size})"}
         report["results"] = {}
         report["loadavg_before"] = [round(x, 2) for x in os.getloadavg()]
-        for name in ("entitlements", "first", "walk"):
+        phases = ["entitlements", "first", "walk"] + (list(SUPPORT_PHASES) if args.support else [])
+        names.update({k: v[1] for k, v in SUPPORT_PHASES.items()})
+        for name in phases:
             log(f"3. {names[name]}: warm-up {args.warmup}, then {args.calls} calls, {args.concurrency} threads, {args.seconds:g} s bound")
             if args.warmup:
                 run_load(args, server, helpers, name, args.warmup)
@@ -708,6 +782,7 @@ def main():
         print(f"| {names[name]} | {r['calls']:,}{flag} | {r['errors']} | {r['p50_ms']:.2f} | {r['p90_ms']:.2f} | {r['p99_ms']:.2f} | "
               f"{r['max_ms']:.2f} | {r['calls_per_s']:,.0f} | {r['server_cpu_us_per_call']} |")
     walk = report["results"]["walk"]
+    # (The Support rows, with --support, are in the table above.)
     print(f"\nfollowing pages, p50 ms by page number: " + ", ".join(f"{k}: {v:.2f}" for k, v in walk["p50_ms_by_page"].items()))
     if walk["walk_following_pages_p50_ms"] is not None:
         print(f"a whole walk's following pages ({walk['pages_per_walk'] - 1} pages): p50 {walk['walk_following_pages_p50_ms']:.1f} ms, "
