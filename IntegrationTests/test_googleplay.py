@@ -561,7 +561,7 @@ def test_support_refunds_google_play_purchases_through_the_store(fake, db):
     """Support.RefundPurchase: a one-time purchase through orders.refund (revoke as asked), a subscription with its
     access ended through purchases.subscriptionsv2.revoke; each recorded as a voided purchase is (the transaction
     revoked, its order REFUNDED, ENTITLEMENT_REVOKED); a repeat answers the recorded refund without asking Google; an
-    order Google refunded elsewhere is STORE_REFUSED with Google's words; an App Store purchase REFUND_NOT_SUPPORTED."""
+    order Google refunded elsewhere is recorded as refunded; Google's own refusal is STORE_REFUSED with its words."""
     node = start(fake, database=db_flag(db))
     try:
         channel = grpc.insecure_channel(node.address)
@@ -596,17 +596,39 @@ def test_support_refunds_google_play_purchases_through_the_store(fake, db):
         assert call["path"].endswith(f"/purchases/subscriptionsv2/tokens/{s['token']}:revoke") and call["status"] == 200
         assert call["json"] == {"revocationContext": {"fullRefund": {}}}
         assert fake.subscription(s["token"])["state"] == "SUBSCRIPTION_STATE_EXPIRED"
+        # An earlier period of a renewed subscription: that order, through orders.refund (a revoke would end the latest).
+        sub2 = order(stub, "pro_yearly", account="acct-refund")
+        s2 = fake.add_subscription("pro_yearly", account_id=sub2.order_id)
+        submit(stub, sub2.order_id, s2["token"], "pro_yearly")
+        renewed = fake.renew(s2["token"])
+        stub.RestorePurchases(pb.RestorePurchasesRequest(account_id="acct-refund", google_play_purchases=[pb.GooglePlayPurchase(
+            package_name=PACKAGE, product_id="pro_yearly", purchase_token=s2["token"])]), timeout=30)
+        r = refund(s2["orderId"], revoke=True)
+        assert r.transaction.transaction_id == s2["orderId"]
+        last_call = fake.calls("orders.refund")[-1]
+        assert last_call["path"].endswith(f"/orders/{s2['orderId']}:refund") and last_call["query"]["revoke"] == ["true"]
+        assert len(fake.calls("purchases.subscriptionsv2.revoke")) == 1 and renewed["orderId"] != s2["orderId"]
 
-        # Refunded elsewhere (the Play Console), not yet known to billingd: Google refuses, billingd says why.
+        # Refunded elsewhere (the Play Console), not yet known to billingd: Google says so, billingd records it.
         more = order(stub, "remove_ads", account="acct-refund-2")
         q = fake.add_product("remove_ads", account_id=more.order_id)
         submit(stub, more.order_id, q["token"], "remove_ads")
         fake.void(q["token"], source="developer")
-        info = expect_error(lambda: refund(q["orderId"], revoke=True), grpc.StatusCode.FAILED_PRECONDITION, "STORE_REFUSED")
-        assert "orderAlreadyRefunded" in info.metadata["store_error"]
+        r = refund(q["orderId"], revoke=True)
+        assert r.transaction.revocation_time_ms > 0 and r.order.state == pb.ORDER_STATE_REFUNDED
+        assert fake.calls("orders.refund")[-1]["status"] == 400
+        # Google refuses for a reason of its own: STORE_REFUSED with Google's words, nothing recorded.
+        last = order(stub, "remove_ads", account="acct-refund-3")
+        z = fake.add_product("remove_ads", account_id=last.order_id)
+        submit(stub, last.order_id, z["token"], "remove_ads")
+        fake.fail_next(400, path_prefix=f"/androidpublisher/v3/applications/{PACKAGE}/orders")
+        info = expect_error(lambda: refund(z["orderId"]), grpc.StatusCode.FAILED_PRECONDITION, "STORE_REFUSED")
+        assert "HTTP 400 invalid" in info.metadata["store_error"]
+        t = stub.GetTransaction(pb.GetTransactionRequest(transaction_id=z["orderId"]), timeout=10).transaction
+        assert t.revocation_time_ms == 0
         expect_error(lambda: refund("GPA.0000-0000-0000-00000"), grpc.StatusCode.NOT_FOUND, "TRANSACTION_NOT_FOUND")
         entries = support.ListAuditEntries(pb.ListAuditEntriesRequest(method="billing.v1.Support/RefundPurchase"), timeout=10).entries
         assert [e.outcome for e in entries][:2] == ["TRANSACTION_NOT_FOUND", "STORE_REFUSED"]
-        assert {e.account_id for e in entries if e.outcome == "OK"} == {"acct-refund"}
+        assert {e.account_id for e in entries if e.outcome == "OK"} == {"acct-refund", "acct-refund-2"}
     finally:
         node.stop()

@@ -45,9 +45,11 @@ public enum AccountRules {
         }
         // Subscription locks first, in one order (as notifications take them).
         for original in chosen.sorted() { try ledger.lockSubscription(originalTransactionID: original) }
+        var moved = 0
         for original in chosen.sorted() {
             let chain = try ledger.transactions(originalTransactionID: original).filter { $0.accountID == from }
             guard !chain.isEmpty else { continue }
+            moved += 1
             for t in chain { try ledger.transfer(transactionID: t.transaction.transactionID, to: to) }
             let newest = chain.max { a, b in
                 (a.transaction.purchaseTimeMs, a.transaction.transactionID) < (b.transaction.purchaseTimeMs, b.transaction.transactionID)
@@ -55,7 +57,7 @@ public enum AccountRules {
             try PurchaseRules.refresh(ledger, accountID: from, for: newest.transaction, context: context)
             try PurchaseRules.refresh(ledger, accountID: to, for: newest.transaction, context: context, transferred: true)
         }
-        return TransferOutcome(transferred: chosen.count, entitlements: try ledger.entitlements(accountID: to))
+        return TransferOutcome(transferred: moved, entitlements: try ledger.entitlements(accountID: to))
     }
 
     /// Erases an account: `pseudonym` replaces its id everywhere (`PurchaseLedger.renameAccount`), one

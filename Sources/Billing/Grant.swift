@@ -77,12 +77,20 @@ public enum GrantRules {
         return (new, record)
     }
 
-    /// Ends a grant now: ENTITLEMENT_REVOKED. A revoked grant answers unchanged (no event).
+    /// Ends a grant now: ENTITLEMENT_REVOKED. A revoked grant answers unchanged (no event). A grant past its end
+    /// whose expiry the sweep has not noted yet gets its ENTITLEMENT_EXPIRED first (every expiry is told once).
+    /// The grant's row is read for update (PostgreSQL), so a concurrent revoke, sweep or erasure waits for this one.
     public static func revoke(_ ledger: some PurchaseLedger, grantID: String, context: RuleContext) throws(BillingError) -> (GrantRecord, EntitlementRecord) {
         guard var grant = try ledger.grant(id: grantID) else { throw .grantNotFound(grantID: grantID) }
         let key = GrantRecord.entitlementKey(grantID)
         var record = try ledger.entitlement(accountID: grant.accountID, key: key) ?? grant.entitlement(kind: .nonConsumable)
         guard grant.revocationTimeMs == 0 else { return (grant, record) }
+        if grant.expiresTimeMs > 0 && grant.expiresTimeMs <= context.nowMs, try ledger.noteGrantExpired(grantID: grantID) {
+            try ledger.append(
+                EventRecord(
+                    kind: .entitlementExpired, timeMs: context.nowMs, accountID: grant.accountID,
+                    entitlement: record.entitlement(nowMs: context.nowMs), cause: .grantExpiry, transactionID: grantID))
+        }
         grant.revocationTimeMs = context.nowMs
         try ledger.updateGrant(grant)
         record.revocationTimeMs = context.nowMs
@@ -98,8 +106,10 @@ public enum GrantRules {
     /// whichever replica sweeps (`noteGrantExpired` answers true to one). Answers how many it wrote; at most `limit`.
     public static func expireDue(_ ledger: some PurchaseLedger, context: RuleContext, limit: Int) throws(BillingError) -> Int {
         var written = 0
-        for grant in try ledger.dueGrants(nowMs: context.nowMs, limit: limit) {
-            guard try ledger.noteGrantExpired(grantID: grant.grantID) else { continue }
+        for due in try ledger.dueGrants(nowMs: context.nowMs, limit: limit) {
+            guard try ledger.noteGrantExpired(grantID: due.grantID) else { continue }
+            // Read again once its row is this writer's: an erasure or a revoke committed meanwhile is seen.
+            guard let grant = try ledger.grant(id: due.grantID) else { continue }
             let record =
                 try ledger.entitlement(accountID: grant.accountID, key: GrantRecord.entitlementKey(grant.grantID))
                 ?? grant.entitlement(kind: .nonConsumable)

@@ -200,25 +200,30 @@ public final class GooglePlayLink: Sendable {
 }
 
 extension GooglePlayLink: StoreRefunder {
-    /// RefundPurchase's Google half: a subscription whose access is to end, purchases.subscriptionsv2.revoke with a
-    /// full refund (Google refunds its latest charge and ends it now); anything else orders.refund of that order, `revoke` as asked.
+    /// RefundPurchase's Google half: the newest transaction of a subscription whose access is to end,
+    /// purchases.subscriptionsv2.revoke with a full refund (Google refunds its latest charge, that one, and ends it
+    /// now); anything else (an earlier period too) orders.refund of that order, `revoke` as asked. An order Google
+    /// refunded already (in the Play Console, or by an earlier call whose answer was lost) is recorded as refunded.
     /// Answers the transaction revoked now, as billingd records a voided purchase (voidedpurchases.list lists the
     /// refund either way). Google's refusal of the request (an order refunded elsewhere, a window passed) is
     /// STORE_REFUSED with Google's words; an API that does not answer, GOOGLE_PLAY_UNAVAILABLE.
-    public func refund(_ t: StoreTransaction, revokeAccess: Bool) throws(BillingError) -> StoreTransaction {
+    public func refund(_ t: StoreTransaction, revokeAccess: Bool, latest: Bool) throws(BillingError) -> StoreTransaction {
         let package = t.bundleID
         guard packages.contains(package) else {
             throw .wrongApp(detail: "package \(package) is not one this service serves (--google-play-packages)")
         }
         let subscription = PurchaseRules.kind(of: t, catalog: catalog) == .autoRenewableSubscription
         do throws(GooglePlayAPIError) {
-            if subscription && revokeAccess && !t.purchaseToken.isEmpty {
+            if subscription && revokeAccess && latest && !t.purchaseToken.isEmpty {
                 try api.revokeSubscription(packageName: package, token: t.purchaseToken)
             } else {
                 try api.refundOrder(packageName: package, orderID: t.transactionID, revoke: revokeAccess)
             }
         } catch {
             switch error {
+            case .rejected(_, let reason, let message)
+            where reason == "orderAlreadyRefunded" || (message.lowercased().contains("already") && message.lowercased().contains("refund")):
+                break  // Google has the refund: record it as such.
             case .rejected(let status, let reason, let message), .notFound(let status, let reason, let message):
                 throw .storeRefused(storeError: "HTTP \(status) \(reason): \(String(message.prefix(200)))")
             default: throw map(error)

@@ -90,18 +90,23 @@ public final class PlayAcknowledger: Sendable {
             onOverdue(old)
         }
         for item in due where !stopping.load(ordering: .acquiring) {
-            let updated = attempt(item)
+            let (updated, outcome, error) = attempt(item)
             let saved: Result<Void, BillingError> = Blocking.wait { done in
                 store.write(abandoned: { false }, { ledger throws(BillingError) in try ledger.updateAcknowledgement(updated) }, completion: done)
             }
             if case .failure = saved { return false }
+            // Told once it is recorded: a failure logged is one whose retry time is stored (a restart right after the
+            // line retries at that time, not when the claim's minute runs out).
+            if let outcome { onAttempt(updated, outcome, error) }
         }
         return due.count == limit
     }
 
-    /// Asks Google for what is still missing; answers the record to store.
-    func attempt(_ item: PlayAcknowledgement) -> PlayAcknowledgement {
+    /// Asks Google for what is still missing; answers the record to store and what happened (`acknowledged`,
+    /// `consumed` or `failed`, with the error; nil when nothing was asked).
+    func attempt(_ item: PlayAcknowledgement) -> (PlayAcknowledgement, String?, String) {
         var a = item
+        var outcome: String?
         do {
             if a.acknowledgedMs == 0 {
                 if a.consume {
@@ -109,30 +114,30 @@ public final class PlayAcknowledger: Sendable {
                     try consume(a)
                     a.acknowledgedMs = now()
                     a.consumedMs = a.acknowledgedMs
-                    onAttempt(a, "consumed", "")
+                    outcome = "consumed"
                 } else if a.subscription {
                     try api.acknowledgeSubscription(
                         packageName: a.packageName, subscriptionID: a.productID, token: a.purchaseToken, developerPayload: nil, externalAccountIDs: nil)
                     a.acknowledgedMs = now()
-                    onAttempt(a, "acknowledged", "")
+                    outcome = "acknowledged"
                 } else {
                     try api.acknowledgeProduct(packageName: a.packageName, productID: a.productID, token: a.purchaseToken, developerPayload: nil)
                     a.acknowledgedMs = now()
-                    onAttempt(a, "acknowledged", "")
+                    outcome = "acknowledged"
                 }
             } else if a.consume && a.consumedMs == 0 {
                 try consume(a)
                 a.consumedMs = now()
-                onAttempt(a, "consumed", "")
+                outcome = "consumed"
             }
             a.lastError = ""
         } catch {
             a.attempts += 1
             a.lastError = error.description
             a.nextAttemptMs = now() + Self.backoff(attempts: a.attempts)
-            onAttempt(a, "failed", error.description)
+            return (a, "failed", error.description)
         }
-        return a
+        return (a, outcome, "")
     }
 
     /// purchases.products.consume; a repeat that Google refuses because it is already consumed counts as done.

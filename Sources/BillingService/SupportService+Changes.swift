@@ -6,7 +6,8 @@ public import RPC
 /// RefundPurchase's store half: asks the store to refund (and, when asked, revoke) a purchase, and answers the
 /// transaction as the store now shows it (revoked), to be recorded as the store's own refund would be. Blocking.
 public protocol StoreRefunder: Sendable {
-    func refund(_ transaction: StoreTransaction, revokeAccess: Bool) throws(BillingError) -> StoreTransaction
+    /// `latest`: the transaction is its subscription's newest (a revoke ends that one).
+    func refund(_ transaction: StoreTransaction, revokeAccess: Bool, latest: Bool) throws(BillingError) -> StoreTransaction
 }
 
 extension BillingAPI.Grant {
@@ -114,7 +115,9 @@ extension SupportService {
         let key = request.idempotencyKey.isEmpty ? nil : request.idempotencyKey
         run(audit, context, responder) { ledger, now throws(BillingError) in
             let expires = request.durationSeconds > 0 ? now + request.durationSeconds * 1000 : request.expiresTimeMs
-            if request.expiresTimeMs != 0 && request.expiresTimeMs <= now {
+            // A retry of a grant made before its end passed answers that grant (GrantRules.grant), not this refusal.
+            let retry = try key.map { k throws(BillingError) in try ledger.grant(accountID: account, idempotencyKey: k) } ?? nil
+            if retry == nil && request.expiresTimeMs != 0 && request.expiresTimeMs <= now {
                 throw .invalidField(field: "expires_time_ms", problem: "is not in the future")
             }
             let new = GrantRecord(
@@ -123,9 +126,12 @@ extension SupportService {
             let (grant, record) = try GrantRules.grant(
                 ledger, new, kind: productKind,
                 sameRequest: { old in
-                    // A retry: the same product and reason, and the same end (a duration ends later on each retry).
+                    // A retry: the same product and reason, and the same end (or, for a duration, the same length: it
+                    // ran from the first call's time).
                     old.productID == product && old.reason == request.reason
-                        && (request.durationSeconds > 0 ? old.expiresTimeMs > 0 : old.expiresTimeMs == request.expiresTimeMs)
+                        && (request.durationSeconds > 0
+                            ? old.expiresTimeMs - old.startTimeMs == request.durationSeconds * 1000
+                            : old.expiresTimeMs == request.expiresTimeMs)
                 },
                 context: RuleContext(nowMs: now, cause: .support("GrantEntitlement"), catalog: catalog))
             var response = GrantEntitlementResponse()
@@ -263,14 +269,23 @@ extension SupportService {
         else { return }
         // What billingd recorded of it (a blocking read: this call runs on the Google Play pool when one is configured).
         let found = Blocking.wait { done in
-            store.read({ ledger throws(BillingError) in try Self.refundTarget(ledger, id) }, completion: done)
+            store.read(
+                { ledger throws(BillingError) -> (OwnedTransaction, Bool)? in
+                    guard let owned = try Self.refundTarget(ledger, id) else { return nil }
+                    let t = owned.transaction
+                    let newest = try ledger.transactions(originalTransactionID: t.originalTransactionID).allSatisfy {
+                        ($0.transaction.purchaseTimeMs, $0.transaction.transactionID) <= (t.purchaseTimeMs, t.transactionID)
+                    }
+                    return (owned, newest)
+                }, completion: done)
         }
         let target: OwnedTransaction
+        let latest: Bool
         switch found {
         case .failure(let error): return refuse(error.rpcError, audit, responder)
         case .success(nil):
             return refuse(BillingError.transactionUnknown(transactionID: id).rpcError, audit, responder)
-        case .success(let owned?): target = owned
+        case .success(let (owned, newest)?): (target, latest) = (owned, newest)
         }
         audit.accountID = target.accountID
         let t = target.transaction
@@ -292,14 +307,16 @@ extension SupportService {
         if !t.isRevoked {
             guard let refunder else { return refuse(BillingError.googlePlayNotConfigured.rpcError, audit, responder) }
             do throws(BillingError) {
-                refunded = try refunder.refund(t, revokeAccess: request.revokeAccess)
+                refunded = try refunder.refund(t, revokeAccess: request.revokeAccess, latest: latest)
             } catch {
                 return refuse(error.rpcError, audit, responder)
             }
         }
         let catalog = self.catalog
         let view = refunded
-        run(audit, context, responder) { ledger, now throws(BillingError) in
+        // Once the store has refunded, the record is written even if the caller has gone (its deadline passed while
+        // the store answered): a refund the store made is never left unrecorded by billingd.
+        run(audit, context, responder, abandonable: false) { ledger, now throws(BillingError) in
             _ = try PurchaseRules.applyFetchedView(
                 ledger, view, context: RuleContext(nowMs: now, cause: .support("RefundPurchase"), catalog: catalog))
             guard let after = try ledger.owned(transactionID: view.transactionID) else {

@@ -47,12 +47,16 @@ public final class SupportService: Sendable {
     /// The transaction ids of an App Store customer's Order ID (the App Store Server API's Look Up Order ID);
     /// nil when the API is not configured. Blocking: called on the App Store pool.
     let appleOrder: (@Sendable (String) throws(BillingError) -> [String])?
+    /// A line for the operator's log (an audit entry that could not be written).
+    let log: @Sendable (String) -> Void
 
     public init(
         store: any OrderStore, clock: any WallClock = SystemClock(), catalog: Catalog? = nil,
         operatorName: @escaping @Sendable (CallContext) -> String, requestJSON: @escaping @Sendable (String, [UInt8]) -> String,
-        appleOrder: (@Sendable (String) throws(BillingError) -> [String])? = nil, refunder: (any StoreRefunder)? = nil
+        appleOrder: (@Sendable (String) throws(BillingError) -> [String])? = nil, refunder: (any StoreRefunder)? = nil,
+        log: @escaping @Sendable (String) -> Void = { _ in }
     ) {
+        self.log = log
         self.store = store
         self.clock = clock
         self.catalog = catalog
@@ -132,12 +136,12 @@ public final class SupportService: Sendable {
     /// `adjust` may rewrite the entry from the answer before it is written (erasure: the pseudonym, not the id).
     func run<R: ProtoMessage>(
         _ audit: Audit, _ context: CallContext, _ responder: Responder,
-        adjust: (@Sendable (inout Audit, R) -> Void)? = nil,
+        adjust: (@Sendable (inout Audit, R) -> Void)? = nil, abandonable: Bool = true,
         _ body: @escaping @Sendable (any PurchaseLedger, Int64) throws(BillingError) -> R
     ) {
         let clock = self.clock
         store.write(
-            abandoned: { context.isExpired },
+            abandoned: { abandonable && context.isExpired },
             { ledger throws(BillingError) in
                 let now = clock.nowMilliseconds()
                 let answer = try body(ledger, now)
@@ -170,7 +174,9 @@ public final class SupportService: Sendable {
         let record = AuditRecord(
             auditID: id, timeMs: ms, operatorName: operatorName(context),
             method: context.method, accountID: "", target: "", reason: "", outcome: Self.outcome(error), requestJSON: "")
-        store.write(abandoned: { false }, { ledger throws(BillingError) in try ledger.appendAudit(record) }) { _ in }
+        store.write(abandoned: { false }, { ledger throws(BillingError) in try ledger.appendAudit(record) }) { [self] written in
+            if case .failure(let e) = written { log("audit entry not written for refused \(record.method) by \(record.operatorName): \(e)") }
+        }
     }
 
     /// The Admin calls that change something, with their request types: each is audited as a Support call is
@@ -205,7 +211,10 @@ public final class SupportService: Sendable {
                 let record = AuditRecord(
                     auditID: id, timeMs: ms, operatorName: name, method: context.method, accountID: Self.bounded(Self.accountNamed(json)),
                     target: "", reason: Self.bounded(Self.fieldNamed("reason", json)), outcome: outcome, requestJSON: json)
-                store.write(abandoned: { false }, { ledger throws(BillingError) in try ledger.appendAudit(record) }) { _ in
+                store.write(abandoned: { false }, { ledger throws(BillingError) in try ledger.appendAudit(record) }) { [self] written in
+                    if case .failure(let error) = written {
+                        log("audit entry not written for \(record.method) by \(record.operatorName) (outcome \(outcome)): \(error)")
+                    }
                     switch result {
                     case .success(let framed): responder.succeed(framed: framed)
                     case .failure(let error): responder.fail(error)

@@ -183,7 +183,8 @@ public final class App: Sendable {
             requestJSON: { message, binary in
                 (try? json.toJSON(message, binary: binary)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
             },
-            appleOrder: admin.appleOrderLookup, refunder: googlePlay?.link)
+            appleOrder: admin.appleOrderLookup, refunder: googlePlay?.link,
+            log: { [logger] line in logger.log(.error, "audit", [("error", .string(line))]) })
         support.register(in: &router)
         for (method, request) in SupportService.auditedAdminMethods {
             router.wrap(method) { support.auditing(request, $0) }

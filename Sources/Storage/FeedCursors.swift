@@ -1,3 +1,4 @@
+import Billing
 import Foundation
 import Synchronization
 
@@ -81,6 +82,21 @@ extension PGConnection {
         } else {
             try FeedCursors.insert([values], on: self)
         }
+    }
+
+    func renamePendingEvents(from old: String, to new: String) -> Int {
+        var n = 0
+        for i in pendingEvents.indices where pendingEvents[i].count > 6 {
+            guard case .text(let account) = pendingEvents[i][2], account == old else { continue }
+            pendingEvents[i][2] = .text(new)
+            if case .text(let snapshot) = pendingEvents[i][6], var order = EventSnapshot.decodeOrder(snapshot) {
+                order.accountID = new
+                order.idempotencyKey = nil
+                pendingEvents[i][6] = .text(EventSnapshot.encode(order))
+            }
+            n += 1
+        }
+        return n
     }
 
     /// The transaction's events, numbered: the last statement before COMMIT.

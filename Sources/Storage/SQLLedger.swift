@@ -21,10 +21,15 @@ protocol SQLExecutor {
     /// Appends one event (`SQLLedger.values`) to the feed in the current transaction. SQLite inserts it (its rowid
     /// is the cursor); PostgreSQL numbers it from the feed counter, last before COMMIT (`FeedCursors`).
     func appendEvent(_ values: [SQLValue]) throws(StorageError)
+    /// Erasure: the account of events appended in this transaction but not yet inserted (a PostgreSQL batch), and the
+    /// order snapshots they carry, rewritten; answers how many. Nothing waits anywhere else (SQLite inserts at once).
+    func renamePendingEvents(from old: String, to new: String) -> Int
 }
 
 extension SQLExecutor {
     var sharesTransaction: Bool { false }
+
+    func renamePendingEvents(from old: String, to new: String) -> Int { 0 }
 
     func appendEvent(_ values: [SQLValue]) throws(StorageError) {
         try update(LedgerSQL.insertEvent, values)
@@ -480,7 +485,10 @@ struct SQLLedger<DB: SQLExecutor>: PurchaseLedger {
 
     func grant(id: String) throws(BillingError) -> GrantRecord? {
         try run { () throws(StorageError) in
-            try db.query("SELECT \(Self.grantColumns) FROM grants WHERE grant_id = $1", [.text(id)], { Self.decodeGrant($0) }).first
+            // PostgreSQL: the row locked to the end of the transaction (revoke, sweep and erasure serialize on it).
+            try db.query(
+                "SELECT \(Self.grantColumns) FROM grants WHERE grant_id = $1" + forUpdate, [.text(id)], { Self.decodeGrant($0) }
+            ).first
         }
     }
 
@@ -523,7 +531,8 @@ struct SQLLedger<DB: SQLExecutor>: PurchaseLedger {
     /// changes nothing: one event per expiry.
     func noteGrantExpired(grantID: String) throws(BillingError) -> Bool {
         try run { () throws(StorageError) in
-            try db.update("UPDATE grants SET expiry_noted = 1 WHERE grant_id = $1 AND expiry_noted = 0", [.text(grantID)]) == 1
+            try db.update(
+                "UPDATE grants SET expiry_noted = 1 WHERE grant_id = $1 AND expiry_noted = 0 AND revocation_time_ms = 0", [.text(grantID)]) == 1
         }
     }
 
@@ -533,6 +542,13 @@ struct SQLLedger<DB: SQLExecutor>: PurchaseLedger {
         let log = self.log
         return try run { () throws(StorageError) in
             var c = ErasureCounts()
+            if lockOrders {
+                // PostgreSQL: the account's grants locked first, so a revoke or an expiry of one of them commits
+                // wholly before the rename reads anything, or waits and then finds the pseudonym.
+                _ = try db.query("SELECT grant_id FROM grants WHERE account_id = $1 FOR UPDATE", [.text(old)], { $0.text(0) })
+            }
+            // Events earlier jobs of this batch appended, not yet inserted (a PostgreSQL batch numbers them last).
+            c.events += db.renamePendingEvents(from: old, to: new)
             // SQLite numbers `$n` parameters in order of appearance: each statement names them in that order.
             let ids: [SQLValue] = [.text(new), .text(old)]
             c.idempotencyKeys =
@@ -560,7 +576,7 @@ struct SQLLedger<DB: SQLExecutor>: PurchaseLedger {
                 order.idempotencyKey = nil
                 try db.update("UPDATE events SET order_snapshot = $1 WHERE feed_cursor = $2", [.text(EventSnapshot.encode(order)), .int(cursor)])
             }
-            c.events = try db.update("UPDATE events SET account_id = $1 WHERE account_id = $2 AND feed_cursor IS NOT NULL", ids)
+            c.events += try db.update("UPDATE events SET account_id = $1 WHERE account_id = $2 AND feed_cursor IS NOT NULL", ids)
             try db.update("UPDATE audit_entries SET account_id = $1 WHERE account_id = $2", ids)
             try db.update("UPDATE audit_entries SET target = $1 WHERE target = $2", ids)
             let entries = try db.query(
