@@ -425,8 +425,10 @@ struct SQLLedger<DB: SQLExecutor>: PurchaseLedger {
         }
     }
 
-    /// One condition per filter field set, so that the planner seeks the index of the most selective one
-    /// (account, operator or method, each with time and id) or the time index alone.
+    /// One condition per filter field set. With an account, the planner seeks `audit_entries_account` (account, time,
+    /// id); without one it walks the primary key newest first: an audit id is "audit_" + a UUID v7 whose leading 48
+    /// bits are the entry's time_ms (AuditID), so `audit_id` order is (time_ms, audit_id) order, and a time bound is a
+    /// bound on the id too.
     func auditEntries(_ filter: AuditFilter, after: AuditCursor?, limit: Int) throws(BillingError) -> [AuditRecord] {
         var conditions: [String] = []
         var values: [SQLValue] = []
@@ -437,18 +439,31 @@ struct SQLLedger<DB: SQLExecutor>: PurchaseLedger {
         if !filter.accountID.isEmpty { add({ "account_id = $\($0)" }, .text(filter.accountID)) }
         if !filter.operatorName.isEmpty { add({ "operator = $\($0)" }, .text(filter.operatorName)) }
         if !filter.method.isEmpty { add({ "method = $\($0)" }, .text(filter.method)) }
-        if filter.sinceTimeMs > 0 { add({ "time_ms >= $\($0)" }, .int(filter.sinceTimeMs)) }
-        if filter.untilTimeMs > 0 { add({ "time_ms <= $\($0)" }, .int(filter.untilTimeMs)) }
+        let byAccount = !filter.accountID.isEmpty
+        if filter.sinceTimeMs > 0 {
+            add({ "time_ms >= $\($0)" }, .int(filter.sinceTimeMs))
+            if !byAccount { add({ "audit_id >= $\($0)" }, .text(Self.auditIDFloor(filter.sinceTimeMs))) }
+        }
+        if filter.untilTimeMs > 0 {
+            add({ "time_ms <= $\($0)" }, .int(filter.untilTimeMs))
+            if !byAccount && filter.untilTimeMs < (1 << 48) - 1 {
+                add({ "audit_id < $\($0)" }, .text(Self.auditIDFloor(filter.untilTimeMs + 1)))
+            }
+        }
         if let after {
-            values.append(.int(after.timeMs))
-            values.append(.text(after.auditID))
-            conditions.append("(time_ms, audit_id) < ($\(values.count - 1), $\(values.count))")
+            if byAccount {
+                values.append(.int(after.timeMs))
+                values.append(.text(after.auditID))
+                conditions.append("(time_ms, audit_id) < ($\(values.count - 1), $\(values.count))")
+            } else {
+                add({ "audit_id < $\($0)" }, .text(after.auditID))
+            }
         }
         values.append(.int(Int64(limit)))
         let sql =
             "SELECT audit_id, time_ms, operator, method, account_id, target, reason, outcome, request_json FROM audit_entries"
             + (conditions.isEmpty ? "" : " WHERE " + conditions.joined(separator: " AND "))
-            + " ORDER BY time_ms DESC, audit_id DESC LIMIT $\(values.count)"
+            + (byAccount ? " ORDER BY time_ms DESC, audit_id DESC" : " ORDER BY audit_id DESC") + " LIMIT $\(values.count)"
         return try run { () throws(StorageError) in
             try db.query(
                 sql, values,
@@ -592,6 +607,19 @@ struct SQLLedger<DB: SQLExecutor>: PurchaseLedger {
             try db.update("UPDATE play_acknowledgements SET account_id = $1 WHERE account_id = $2", ids)
             return c
         }
+    }
+
+    /// The smallest audit id of millisecond `ms`: "audit_" and the UUID v7's time fields (48 bits, as 8 + 4 lowercase
+    /// hex digits around the first hyphen).
+    static func auditIDFloor(_ ms: Int64) -> String {
+        let hex = Array("0123456789abcdef".utf8)
+        var out = Array("audit_".utf8)
+        let v = UInt64(max(0, min(ms, (1 << 48) - 1)))
+        for shift in stride(from: 44, through: 0, by: -4) {
+            if shift == 12 { out.append(UInt8(ascii: "-")) }
+            out.append(hex[Int((v >> UInt64(shift)) & 15)])
+        }
+        return String(decoding: out, as: UTF8.self)
     }
 
     /// After an upgrade from before schema step 7 (from before step 3, when the table did not exist, too): every
