@@ -181,6 +181,38 @@ public final class InMemoryOrderStore: OrderStore {
             state.webhook?.failures = 0
             state.webhook?.lastError = ""
         }
+        func revenueTransactions(environment: StoreEnvironment, _ visit: (StoreTransaction, String, Int64) -> Void) {
+            for o in state.transactions.values where o.transaction.environment == environment && RevenueBook.counts(o.transaction, accountID: o.accountID) {
+                visit(o.transaction, o.accountID, state.renewals[o.transaction.originalTransactionID]?.gracePeriodExpiresTimeMs ?? 0)
+            }
+        }
+        func exportPage(environment: StoreEnvironment, fromMs: Int64, toMs: Int64, after: HistoryCursor?, limit: Int) -> [OwnedTransaction] {
+            Array(
+                state.transactions.values.filter {
+                    let t = $0.transaction
+                    guard t.environment == environment, t.purchaseTimeMs >= fromMs, t.purchaseTimeMs < toMs else { return false }
+                    guard let after else { return true }
+                    return (t.purchaseTimeMs, t.transactionID) > (after.purchaseTimeMs, after.transactionID)
+                }
+                .sorted { ($0.transaction.purchaseTimeMs, $0.transaction.transactionID) < ($1.transaction.purchaseTimeMs, $1.transaction.transactionID) }
+                .prefix(limit))
+        }
+        func firstPaidPurchases(originalTransactionIDs: [String]) -> [String: Int64] {
+            let wanted = Set(originalTransactionIDs)
+            var first: [String: Int64] = [:]
+            for o in state.transactions.values
+            where wanted.contains(o.transaction.originalTransactionID) && o.transaction.price.priceMilliunits > 0
+                && RevenueBook.counts(o.transaction, accountID: o.accountID)
+            {
+                first[o.transaction.originalTransactionID] = min(first[o.transaction.originalTransactionID] ?? .max, o.transaction.purchaseTimeMs)
+            }
+            return first
+        }
+        func activeGrantCount(atMs: Int64) -> Int {
+            state.grants.values.filter {
+                $0.startTimeMs <= atMs && ($0.expiresTimeMs == 0 || atMs < $0.expiresTimeMs) && ($0.revocationTimeMs == 0 || atMs < $0.revocationTimeMs)
+            }.count
+        }
         func insertGrant(_ grant: GrantRecord) { state.grants[grant.grantID] = grant }
         func grant(id: String) -> GrantRecord? { state.grants[id] }
         func grant(accountID: String, idempotencyKey: String) -> GrantRecord? {

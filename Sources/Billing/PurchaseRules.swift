@@ -1,5 +1,5 @@
 /// The reads and writes the rules need, inside one database transaction of a store.
-public protocol PurchaseLedger {
+public protocol PurchaseLedger: RevenueLedger {
     func order(id: String) throws(BillingError) -> Order?
     func owned(transactionID: String) throws(BillingError) -> OwnedTransaction?
     /// Inserts a transaction the ledger has not seen (transaction_id is unique). An empty account: nobody owns it yet.

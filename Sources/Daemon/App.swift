@@ -41,6 +41,10 @@ public final class App: Sendable {
     /// The webhook sender (`--webhook-url`), nil without one.
     public let webhooks: WebhookSender?
     private let reconcileQueue = DispatchQueue(label: "billingd.reconcile")
+    /// billing.v1.Revenue; its exchange rates are read again on SIGHUP.
+    private let revenue: RevenueService
+    /// What the revenue gauges show, refreshed once a minute (`startRevenueGauges`).
+    private let revenueGauges = RevenueGaugeValues.Box()
 
     /// Why billingd could not start: one line for the operator.
     public struct StartError: Error, CustomStringConvertible {
@@ -189,6 +193,19 @@ public final class App: Sendable {
         for (method, request) in SupportService.auditedAdminMethods {
             router.wrap(method) { support.auditing(request, $0) }
         }
+        // billing.v1.Revenue: computed from the transactions by DESIGN's definitions (docs/REVENUE.md).
+        let rates = try configuration.exchangeRates.map { path throws(StartError) in
+            do throws(Configuration.Invalid) {
+                return try Configuration.exchangeRates(path)
+            } catch {
+                throw StartError(description: error.description)
+            }
+        }
+        revenue = RevenueService(
+            store: store,
+            settings: RevenueSettings(
+                reportingCurrency: configuration.reportingCurrency, rates: rates ?? .none, commission: configuration.commission))
+        revenue.register(in: &router)
         if let apiKeys, let table {
             if let problem = App.unknownMethodProblem(apiKeys, methods: router.methods, path: configuration.apiKeys ?? "") {
                 throw StartError(description: "billingd: --api-keys: \(problem)")
@@ -264,6 +281,20 @@ public final class App: Sendable {
         let registry = metrics.registry
         registry.gauge("billingd_rpc_in_flight", help: "Calls being handled, over every protocol (gRPC, Connect, gRPC-Web).") { Double(server.inFlightCount) }
         registry.gauge("billingd_connections", help: "Open HTTP/2 connections.") { Double(server.connectionCount) }
+        let gauges = revenueGauges
+        for store in ["APP_STORE", "GOOGLE_PLAY"] {
+            registry.gauge(
+                "billingd_active_subscriptions", help: "Paid-active subscriptions in production (Revenue's definition), refreshed each minute.",
+                labels: [("store", store)]
+            ) { Double(gauges.values.withLock { $0.subscriptions[store] ?? 0 }) }
+            registry.gauge(
+                "billingd_active_trials", help: "Subscriptions in a free trial in production, refreshed each minute.", labels: [("store", store)]
+            ) { Double(gauges.values.withLock { $0.trials[store] ?? 0 }) }
+        }
+        registry.gauge(
+            "billingd_mrr_milliunits", help: "Monthly recurring revenue in production, milliunits of --reporting-currency, refreshed each minute.",
+            labels: [("currency", configuration.reportingCurrency)]
+        ) { Double(gauges.values.withLock { $0.mrr }) }
         registry.gauge("billingd_db_queued_jobs", help: "Database jobs waiting for a connection (at most --max-in-flight per queue).") {
             Double(storeForReady.queuedJobs)
         }
@@ -610,6 +641,7 @@ public final class App: Sendable {
         googlePlay?.acknowledger?.start()
         googlePlay?.rtdn?.fetcher?.start()
         startVoidedReconciliation()
+        if metricsServer != nil { startRevenueGauges() }
         logger.log(
             .info, "started",
             [
@@ -725,6 +757,46 @@ public final class App: Sendable {
         thread.start()
     }
 
+    /// Every minute (the first at start): the production summary behind the revenue gauges. Only with
+    /// --metrics-listen: nothing else reads them.
+    private func startRevenueGauges() {
+        let revenue = self.revenue, gauges = revenueGauges, logger = self.logger
+        let thread = Thread { [self] in
+            while !expiryStopped.load(ordering: .relaxed) {
+                let now = SystemClock().nowMilliseconds()
+                switch (revenue.summary(environment: .production, asOfMs: now, nowMs: now), revenue.activeByStore(environment: .production, nowMs: now)) {
+                case (.success(let summary), .success(let rows)):
+                    gauges.values.withLock { g in
+                        g.mrr = summary.mrr
+                        for row in rows {
+                            g.subscriptions[row.store] = row.subscriptions
+                            g.trials[row.store] = row.trials
+                        }
+                    }
+                case (.failure(let e), _), (_, .failure(let e)):
+                    logger.log(.warning, "revenue gauges not refreshed", [("error", .string(e.description))])
+                }
+                pauseUnlessStopped(60)
+            }
+        }
+        thread.name = "revenue-gauges"
+        thread.start()
+    }
+
+    /// SIGHUP: reads `--exchange-rates` again. A file that does not load changes nothing: the rates in use stay.
+    public func reloadExchangeRates() {
+        guard let path = configuration.exchangeRates else { return }
+        do throws(Configuration.Invalid) {
+            let rates = try Configuration.exchangeRates(path)
+            var settings = revenue.settings
+            settings.rates = rates
+            revenue.reload(settings)
+            logger.log(.info, "exchange rates reloaded", [("days", .int(rates.dayCount)), ("currencies", .int(rates.currencies.count))])
+        } catch {
+            logger.log(.error, "exchange rates not reloaded; the rates in use stay", [("error", .string(error.description))])
+        }
+    }
+
     /// Sleeps `seconds` in tenths, returning early once stop() began (the background loops' wait).
     private func pauseUnlessStopped(_ seconds: Double) {
         var waited = 0.0
@@ -793,4 +865,14 @@ public final class App: Sendable {
         logger.log(.info, "stopped", counts)
         logger.flush()
     }
+}
+
+/// The revenue gauges' values (production).
+struct RevenueGaugeValues: Sendable {
+    final class Box: Sendable {
+        let values = Mutex<RevenueGaugeValues>(RevenueGaugeValues())
+    }
+    var mrr: Int64 = 0
+    var subscriptions: [String: Int64] = [:]
+    var trials: [String: Int64] = [:]
 }

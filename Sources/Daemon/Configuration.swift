@@ -1,4 +1,5 @@
 import Foundation
+public import Billing
 public import Webhooks
 
 /// billingd's settings, from flags and their `BILLING_*` environment twins (docs/CONFIGURATION.md).
@@ -89,6 +90,13 @@ public struct Configuration: Sendable, Equatable {
     /// The issuer id the JWS offer kinds carry; nil: `appStoreAPIIssuerID`.
     public var offerSigningIssuerID: String?
 
+    /// `--reporting-currency`: the currency Revenue reports money in when a request names none.
+    public var reportingCurrency = "USD"
+    /// `--exchange-rates`: the ECB-format daily rates file (read at start and on SIGHUP); nil: none.
+    public var exchangeRates: String?
+    /// `--commission`: the stores' commission for PROCEEDS, checked.
+    public var commission = try! Commission.parse(Commission.defaultList)
+
     /// True when the App Store Server API can be called.
     public var appStoreAPIConfigured: Bool { appStoreAPIKeyID != nil }
 
@@ -120,6 +128,7 @@ public struct Configuration: Sendable, Equatable {
         "google-play-packages": true, "google-play-service-account": true, "google-play-api-url": true, "google-play-ca": true,
         "google-play-acknowledge": true, "rtdn-audience": true, "rtdn-service-account": true, "rtdn-certs": true,
         "offer-signing-key-id": true, "offer-signing-key": true, "offer-signing-issuer-id": true,
+        "reporting-currency": true, "exchange-rates": true, "commission": true,
     ]
     static let repeatable: Set<String> = ["bundle-id", "trust-root"]
 
@@ -358,6 +367,22 @@ public struct Configuration: Sendable, Equatable {
             c.reconcileInterval = d
         }
         if let d = try seconds("reconcile-margin", 0...(30 * 86_400)) { c.reconcileMargin = d }
+        if let s = one("reporting-currency") {
+            guard CurrencyCode.isValid(s) else { throw Invalid(flag: "reporting-currency", problem: "'\(s.prefix(40))' is not an ISO 4217 code such as USD") }
+            c.reportingCurrency = s
+        }
+        if let s = one("exchange-rates") {
+            c.exchangeRates = try file("exchange-rates", s)
+            // Read now too: a bad file stops billingd at start with the line at fault.
+            _ = try Self.exchangeRates(c.exchangeRates!)
+        }
+        if let s = one("commission") {
+            do {
+                c.commission = try Commission.parse(s)
+            } catch {
+                throw Invalid(flag: "commission", problem: error.description)
+            }
+        }
         if let s = one("consumption-answers") {
             guard s == "off" || s == "auto" else { throw Invalid(flag: "consumption-answers", problem: "'\(s.prefix(40))' is not off or auto") }
             c.consumptionAnswers = s
@@ -492,7 +517,24 @@ public struct Configuration: Sendable, Equatable {
           --webhook-events LIST        only these event types (ORDER_COMPLETED,ENTITLEMENT_REVOKED,...); the others are skipped
           --offer-signing-key-id ID --offer-signing-key PATH   the In-App Purchase key (.p8) that signs offers (SignOffer)
           --offer-signing-issuer-id UUID   the issuer id of the JWS offer kinds (default: --appstore-api-issuer-id)
+          --reporting-currency CODE    the currency Revenue reports money in when a request names none (default USD)
+          --exchange-rates PATH        the ECB's daily rates (eurofxref-hist.csv) for Revenue; re-read on SIGHUP; without it
+                                       only money paid in the reporting currency converts (the rest is unconverted)
+          --commission LIST            the stores' commission for PROCEEDS, STORE=FIRST/LATER
+                                       (default app_store=30/15,google_play=15/15,stripe=0/0)
         """
+
+    /// Reads and checks an exchange-rates file: the rates, or the flag's one line naming the file's line at fault.
+    public static func exchangeRates(_ path: String) throws(Invalid) -> ExchangeRates {
+        guard let text = try? String(contentsOfFile: path, encoding: .utf8) else {
+            throw Invalid(flag: "exchange-rates", problem: "cannot read \(path) as UTF-8 text")
+        }
+        do {
+            return try ExchangeRates.parse(text)
+        } catch {
+            throw Invalid(flag: "exchange-rates", problem: "\(path): \(error.description)")
+        }
+    }
 
     /// The `--webhook-*` flags together: a URL needs a secret of the Standard Webhooks form; the others need a URL.
     static func webhook(url: String?, secret: String?, events: String?, ca: String?, dev: Bool) throws(Invalid) -> WebhookConfiguration? {

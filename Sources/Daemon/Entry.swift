@@ -52,9 +52,10 @@ public enum Daemon {
         while true {
             sigwait(&set, &received)
             guard received == SIGHUP else { break }
-            // SIGHUP reads --api-keys again (key rotation without a restart); nothing else changes.
+            // SIGHUP reads --api-keys and --exchange-rates again (key rotation, new rates, without a restart).
             logger.log(.info, "signal", [("signal", .string("SIGHUP"))])
             app.reloadKeys()
+            app.reloadExchangeRates()
             logger.flush()
         }
         logger.log(.info, "signal", [("signal", .string(received == SIGTERM ? "SIGTERM" : "SIGINT"))])

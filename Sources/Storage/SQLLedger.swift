@@ -56,7 +56,7 @@ struct SQLLedger<DB: SQLExecutor>: PurchaseLedger {
     static var insertEvent: String { LedgerSQL.insertEvent }
 
     @discardableResult
-    private func run<T>(_ body: () throws(StorageError) -> T) throws(BillingError) -> T {
+    func run<T>(_ body: () throws(StorageError) -> T) throws(BillingError) -> T {
         do throws(StorageError) {
             return try body()
         } catch {

@@ -1,0 +1,461 @@
+/// billing.v1.RevenueMetric.
+public enum RevenueMetric: Int, Sendable, Equatable, CaseIterable {
+    case gross = 1
+    case refunds = 2
+    case net = 3
+    case proceeds = 4
+    case mrr = 5
+    case activeSubscriptions = 6
+    case activeTrials = 7
+    case newSubscriptions = 8
+    case trialStarts = 9
+    case trialConversions = 10
+    case churnedSubscriptions = 11
+    case refundedTransactions = 12
+
+    /// Milliunits of the reporting currency; the others are counts.
+    public var isMoney: Bool { self == .gross || self == .refunds || self == .net || self == .proceeds || self == .mrr }
+}
+
+/// billing.v1.RevenueDimension.
+public enum RevenueDimension: Int, Sendable, Equatable {
+    case none = 0
+    case product = 1
+    case store = 2
+    case storefront = 3
+    case currency = 4
+}
+
+/// What Revenue converts and deducts with: the reporting currency (`--reporting-currency`), the day's rates
+/// (`--exchange-rates`) and the stores' commission (`--commission`).
+public struct RevenueSettings: Sendable {
+    public var reportingCurrency: String
+    public var rates: ExchangeRates
+    public var commission: Commission
+
+    public init(reportingCurrency: String = "USD", rates: ExchangeRates = .none, commission: Commission = try! .parse(Commission.defaultList)) {
+        self.reportingCurrency = reportingCurrency
+        self.rates = rates
+        self.commission = commission
+    }
+}
+
+/// One series of a GetRevenueSeries answer.
+public struct RevenueSeries: Sendable, Equatable {
+    /// The dimension's value; "" without one.
+    public var group: String
+    /// One value per period, oldest first.
+    public var values: [Int64]
+}
+
+/// A GetRevenueSeries answer.
+public struct RevenueSeriesResult: Sendable, Equatable {
+    public var currency: String
+    public var series: [RevenueSeries]
+    /// Money left out for want of a rate, per currency paid, in its milliunits.
+    public var unconverted: [String: Int64]
+}
+
+/// A GetRevenueSummary answer.
+public struct RevenueSummary: Sendable, Equatable {
+    public var currency: String
+    public var mrr: Int64 = 0
+    public var activeSubscriptions = 0
+    public var activeTrials = 0
+    public var activeGrants = 0
+    public var grossLast30Days: Int64 = 0
+    public var netLast30Days: Int64 = 0
+    public var unconverted: [String: Int64] = [:]
+}
+
+/// The filters of a series: the transaction that decides each number must match them.
+public struct RevenueFilter: Sendable, Equatable {
+    public var store: Store?
+    public var productID: String?
+    public init(store: Store? = nil, productID: String? = nil) {
+        self.store = store
+        self.productID = productID
+    }
+}
+
+/// Revenue's numbers from one environment's transactions, by the definitions of DESIGN.md "Revenue, defined"
+/// (docs/REVENUE.md): fed every store transaction of the environment (`add`), then asked for series and summaries.
+/// Pure: no clock, no database; the instant "now" is an argument.
+public struct RevenueBook: Sendable {
+    let settings: RevenueSettings
+
+    /// Compact transactions; strings interned.
+    struct Tx: Sendable {
+        var transactionID: String
+        var purchase: Int64
+        var expires: Int64
+        var revocation: Int64
+        var price: Int64
+        var paid: Int64
+        var percentage: Int32
+        var revocationType: RevocationType
+        var store: Store
+        var trial: Bool
+        var subscription: Bool
+        var product: Int32
+        var currency: Int32
+        var storefront: Int32
+        /// Index into `chains` for auto-renewable subscriptions, else -1.
+        var chain: Int32
+    }
+
+    var txs: [Tx] = []
+    var strings: [String] = []
+    var stringIDs: [String: Int32] = [:]
+    var chainIDs: [String: Int32] = [:]
+    /// Per chain: the first paid transaction's purchase time (Int64.max when none) and the grace period's end.
+    var firstPaid: [Int64] = []
+    var graceEnd: [Int64] = []
+
+    public init(settings: RevenueSettings) {
+        self.settings = settings
+    }
+
+    public var transactionCount: Int { txs.count }
+
+    mutating func intern(_ s: String) -> Int32 {
+        if let id = stringIDs[s] { return id }
+        let id = Int32(strings.count)
+        strings.append(s)
+        stringIDs[s] = id
+        return id
+    }
+
+    /// Takes one transaction: only what Revenue counts is kept (bought from a store, owned by an account,
+    /// `OWNERSHIP_PURCHASED`); `graceEndMs` is its subscription's billing grace period end, 0 when none.
+    public mutating func add(_ t: StoreTransaction, accountID: String, graceEndMs: Int64 = 0) {
+        guard Self.counts(t, accountID: accountID) else { return }
+        let subscription = t.productKind == .autoRenewableSubscription
+        var chain: Int32 = -1
+        if subscription {
+            if let c = chainIDs[t.originalTransactionID] {
+                chain = c
+            } else {
+                chain = Int32(firstPaid.count)
+                chainIDs[t.originalTransactionID] = chain
+                firstPaid.append(.max)
+                graceEnd.append(0)
+            }
+            if t.price.priceMilliunits > 0 { firstPaid[Int(chain)] = min(firstPaid[Int(chain)], t.purchaseTimeMs) }
+            graceEnd[Int(chain)] = max(graceEnd[Int(chain)], graceEndMs)
+        }
+        txs.append(
+            Tx(
+                transactionID: t.transactionID, purchase: t.purchaseTimeMs, expires: t.expiresTimeMs, revocation: t.revocationTimeMs,
+                price: t.price.priceMilliunits, paid: t.paidMilliunits, percentage: Int32(clamping: t.revocationPercentage),
+                revocationType: t.revocationType, store: t.store, trial: t.price.priceMilliunits == 0 && !t.price.offerType.isEmpty,
+                subscription: subscription, product: intern(t.productID), currency: intern(t.price.currency),
+                storefront: intern(t.price.storefront), chain: chain))
+    }
+
+    /// Money and counts take only store transactions bought by their owner.
+    public static func counts(_ t: StoreTransaction, accountID: String) -> Bool {
+        t.ownership == .purchased && t.store != .grant && !accountID.isEmpty
+    }
+
+    // MARK: Money of one transaction
+
+    /// The share of what a transaction paid that a revocation refunded: all of it (a full refund, or a revocation
+    /// that does not say how), the prorated share, or none (Family Sharing, not revoked).
+    static func refundedShare(_ type: RevocationType, _ percentage: Int32, revoked: Bool) -> Fraction? {
+        guard revoked else { return nil }
+        switch type {
+        case .unspecified, .refundFull: return .one
+        case .refundProrated: return Fraction(Int128(max(0, min(Int(percentage), 100_000))), 100_000)
+        case .familyRevoke: return nil
+        }
+    }
+
+    /// Whether the revocation was a refund (REFUNDED_TRANSACTIONS, REFUNDS).
+    static func isRefund(_ type: RevocationType) -> Bool { type != .familyRevoke }
+
+    /// The commission's LATER rate applies: a subscription transaction purchased 365 days or more after its
+    /// original transaction's first paid one.
+    func isLater(_ t: Tx) -> Bool {
+        t.chain >= 0 && firstPaid[Int(t.chain)] != .max && t.purchase - firstPaid[Int(t.chain)] >= 365 * CivilDate.dayMs
+    }
+
+    public static func isLater(purchaseMs: Int64, firstPaidMs: Int64?, subscription: Bool) -> Bool {
+        guard subscription, let first = firstPaidMs else { return false }
+        return purchaseMs - first >= 365 * CivilDate.dayMs
+    }
+
+    /// `amount` (milliunits of `currency`) times `factor`, converted on `day`: the reporting currency's milliunits,
+    /// or nil with what was left out (the same product in the currency paid).
+    static func convert(
+        _ amount: Int64, _ factor: Fraction, currency: String, day: Int64, into target: String, rates: ExchangeRates
+    ) -> (converted: Int64?, leftOut: Int64) {
+        guard let rate = rates.factor(from: currency, to: target, day: day) else { return (nil, factor.times(amount)) }
+        return ((factor * rate).times(amount), 0)
+    }
+
+    // MARK: Series
+
+    /// The instants each period is measured at for ACTIVE_*, MRR: its last millisecond, or now for a period not over.
+    static func instants(_ periods: RevenuePeriods, nowMs: Int64) -> [Int64] {
+        (0..<periods.count).map { min(periods.bounds[$0 + 1] - 1, nowMs) }
+    }
+
+    /// One metric over `periods`, split by `dimension`, in `currency` (the reporting currency when nil).
+    public func series(
+        _ metric: RevenueMetric, periods: RevenuePeriods, dimension: RevenueDimension = .none, filter: RevenueFilter = RevenueFilter(),
+        currency: String? = nil, nowMs: Int64
+    ) -> RevenueSeriesResult {
+        var acc = Accumulator(count: periods.count, book: self, dimension: dimension, currency: currency ?? settings.reportingCurrency)
+        switch metric {
+        case .gross, .refunds, .net, .proceeds, .refundedTransactions:
+            flows(metric, periods: periods, filter: filter, into: &acc)
+        case .mrr, .activeSubscriptions, .activeTrials:
+            let at = Self.instants(periods, nowMs: nowMs)
+            stocks(metric, at: at, filter: filter, into: &acc)
+        case .newSubscriptions, .trialStarts, .trialConversions, .churnedSubscriptions:
+            chainEvents(metric, periods: periods, filter: filter, nowMs: nowMs, into: &acc)
+        }
+        return acc.result(dimension: dimension)
+    }
+
+    /// The business at `asOfMs`: MRR, active subscriptions and trials, the 30 days' gross and net before it.
+    public func summary(asOfMs: Int64, nowMs: Int64, currency: String? = nil, activeGrants: Int) -> RevenueSummary {
+        let target = currency ?? settings.reportingCurrency
+        var s = RevenueSummary(currency: target)
+        var unconverted: [String: Int64] = [:]
+        func take(_ metric: RevenueMetric, _ at: [Int64]) -> Int64 {
+            var acc = Accumulator(count: 1, book: self, dimension: .none, currency: target)
+            stocks(metric, at: at, filter: RevenueFilter(), into: &acc)
+            if metric == .mrr { for (k, v) in acc.unconverted { unconverted[k, default: 0] += v } }
+            return acc.result(dimension: .none).series[0].values[0]
+        }
+        s.mrr = take(.mrr, [asOfMs])
+        s.activeSubscriptions = Int(take(.activeSubscriptions, [asOfMs]))
+        s.activeTrials = Int(take(.activeTrials, [asOfMs]))
+        s.activeGrants = activeGrants
+        let window = RevenuePeriods(bounds: [asOfMs - 30 * CivilDate.dayMs, asOfMs])
+        for metric in [RevenueMetric.gross, .net] {
+            var acc = Accumulator(count: 1, book: self, dimension: .none, currency: target)
+            flows(metric, periods: window, filter: RevenueFilter(), into: &acc)
+            let v = acc.result(dimension: .none).series[0].values[0]
+            if metric == .gross {
+                s.grossLast30Days = v
+                for (k, u) in acc.unconverted { unconverted[k, default: 0] += u }
+            } else {
+                s.netLast30Days = v
+            }
+        }
+        s.unconverted = unconverted.filter { $0.value != 0 }
+        _ = nowMs
+        return s
+    }
+
+    func passes(_ t: Tx, _ filter: RevenueFilter) -> Bool {
+        if let store = filter.store, t.store != store { return false }
+        if let product = filter.productID, strings[Int(t.product)] != product { return false }
+        return true
+    }
+
+    /// GROSS, REFUNDS, NET, PROCEEDS and REFUNDED_TRANSACTIONS: by the day the money moved.
+    func flows(_ metric: RevenueMetric, periods: RevenuePeriods, filter: RevenueFilter, into acc: inout Accumulator) {
+        let rates = settings.rates, target = acc.currency
+        for t in txs where passes(t, filter) {
+            let known = t.price > 0 || t.trial
+            guard known else { continue }
+            let kept: Fraction = metric == .proceeds ? settings.commission.kept(t.store, later: isLater(t)) : .one
+            let currency = strings[Int(t.currency)]
+            if metric != .refunds && metric != .refundedTransactions, let k = periods.index(of: t.purchase), t.paid > 0 {
+                let (v, left) = Self.convert(t.paid, kept, currency: currency, day: CivilDate.day(ofMs: t.purchase), into: target, rates: rates)
+                acc.add(t, k, v, leftOut: left)
+            }
+            guard metric != .gross, t.revocation > 0, Self.isRefund(t.revocationType), let k = periods.index(of: t.revocation) else { continue }
+            if metric == .refundedTransactions {
+                acc.add(t, k, 1, leftOut: 0)
+                continue
+            }
+            guard let share = Self.refundedShare(t.revocationType, t.percentage, revoked: true), t.paid > 0 else { continue }
+            let (v, left) = Self.convert(
+                t.paid, share * kept, currency: currency, day: CivilDate.day(ofMs: t.revocation), into: target, rates: rates)
+            acc.add(t, k, v.map { -$0 }, leftOut: -left, negate: metric == .refunds)
+        }
+    }
+
+    /// The transactions of each subscription, oldest first (ties by transaction id).
+    func chains() -> [[Int]] {
+        var byChain = [[Int]](repeating: [], count: firstPaid.count)
+        for (i, t) in txs.enumerated() where t.chain >= 0 { byChain[Int(t.chain)].append(i) }
+        for c in byChain.indices where byChain[c].count > 1 {
+            byChain[c].sort { a, b in
+                txs[a].purchase != txs[b].purchase ? txs[a].purchase < txs[b].purchase : txs[a].transactionID < txs[b].transactionID
+            }
+        }
+        return byChain
+    }
+
+    /// When paid access through transaction `i` (of chain `c`, `last` when no later one) ends: its expiry, or the
+    /// grace period's end that follows the newest one, cut short by its revocation.
+    func accessEnd(_ t: Tx, chain c: Int, last: Bool) -> Int64 {
+        var end = t.expires
+        if last { end = max(end, graceEnd[c]) }
+        if t.revocation > 0 { end = min(end, t.revocation) }
+        return end
+    }
+
+    /// ACTIVE_SUBSCRIPTIONS, ACTIVE_TRIALS, MRR at each instant of `at` (non-decreasing).
+    func stocks(_ metric: RevenueMetric, at: [Int64], filter: RevenueFilter, into acc: inout Accumulator) {
+        let rates = settings.rates, target = acc.currency
+        func firstIndex(atOrAfter v: Int64) -> Int {
+            var lo = 0, hi = at.count
+            while lo < hi {
+                let mid = (lo + hi) / 2
+                if at[mid] < v { lo = mid + 1 } else { hi = mid }
+            }
+            return lo
+        }
+        for (c, chain) in chains().enumerated() {
+            for (j, i) in chain.enumerated() {
+                let t = txs[i]
+                let paid = t.price > 0
+                guard passes(t, filter), metric == .activeTrials ? t.trial : paid else { continue }
+                let last = j == chain.count - 1
+                let until = min(last ? Int64.max : txs[chain[j + 1]].purchase, accessEnd(t, chain: c, last: last))
+                guard until > t.purchase else { continue }
+                let from = firstIndex(atOrAfter: t.purchase), to = firstIndex(atOrAfter: until)
+                guard from < to else { continue }
+                if metric == .mrr {
+                    let (v, left) = Self.convert(
+                        t.paid, Self.monthly(purchaseMs: t.purchase, expiresMs: t.expires), currency: strings[Int(t.currency)],
+                        day: CivilDate.day(ofMs: t.purchase), into: target, rates: rates)
+                    acc.addRange(t, from, to, v, leftOut: left)
+                } else {
+                    acc.addRange(t, from, to, 1, leftOut: 0)
+                }
+            }
+        }
+    }
+
+    /// A subscription period's price made monthly: D = days between purchase and expiry, rounded.
+    public static func monthly(purchaseMs: Int64, expiresMs: Int64) -> Fraction {
+        let span = max(0, expiresMs - purchaseMs)
+        let d = (span + CivilDate.dayMs / 2) / CivilDate.dayMs
+        switch d {
+        case ...8: return Fraction(52, 12)
+        case ...35: return .one
+        case ...65: return Fraction(1, 2)
+        case ...100: return Fraction(1, 3)
+        case ...200: return Fraction(1, 6)
+        default: return Fraction(1, 12)
+        }
+    }
+
+    /// NEW_SUBSCRIPTIONS, TRIAL_STARTS, TRIAL_CONVERSIONS, CHURNED_SUBSCRIPTIONS: one per subscription.
+    func chainEvents(_ metric: RevenueMetric, periods: RevenuePeriods, filter: RevenueFilter, nowMs: Int64, into acc: inout Accumulator) {
+        for (c, chain) in chains().enumerated() where !chain.isEmpty {
+            let firstPaidIndex = chain.firstIndex { txs[$0].price > 0 }
+            switch metric {
+            case .newSubscriptions, .trialConversions:
+                guard let f = firstPaidIndex else { continue }
+                if metric == .trialConversions && !chain[..<f].contains(where: { txs[$0].trial }) { continue }
+                let t = txs[chain[f]]
+                if passes(t, filter), let k = periods.index(of: t.purchase) { acc.add(t, k, 1, leftOut: 0) }
+            case .trialStarts:
+                let t = txs[chain[0]]
+                if t.trial, passes(t, filter), let k = periods.index(of: t.purchase) { acc.add(t, k, 1, leftOut: 0) }
+            case .churnedSubscriptions:
+                guard let l = chain.lastIndex(where: { txs[$0].price > 0 }) else { continue }
+                let t = txs[chain[l]]
+                let end = accessEnd(t, chain: c, last: l == chain.count - 1)
+                guard end <= nowMs, !chain.contains(where: { txs[$0].purchase >= end }) else { continue }
+                if passes(t, filter), let k = periods.index(of: end) { acc.add(t, k, 1, leftOut: 0) }
+            default: continue
+            }
+        }
+    }
+
+    /// Per group: values (flows) and a difference array (stocks), and what was left unconverted.
+    struct Accumulator {
+        let count: Int
+        let book: RevenueBook
+        let dimension: RevenueDimension
+        let currency: String
+        var values: [Int64: [Int64]] = [:]
+        var diffs: [Int64: [Int64]] = [:]
+        var unconverted: [String: Int64] = [:]
+
+        init(count: Int, book: RevenueBook, dimension: RevenueDimension, currency: String) {
+            self.count = count
+            self.book = book
+            self.dimension = dimension
+            self.currency = currency
+            if dimension == .none { values[0] = Array(repeating: 0, count: count) }
+        }
+
+        func key(_ t: Tx) -> Int64 {
+            switch dimension {
+            case .none: 0
+            case .product: Int64(t.product)
+            case .store: Int64(t.store.rawValue)
+            case .storefront: Int64(t.storefront)
+            case .currency: Int64(t.currency)
+            }
+        }
+
+        mutating func add(_ t: Tx, _ k: Int, _ v: Int64?, leftOut: Int64, negate: Bool = false) {
+            let g = key(t)
+            if values[g] == nil { values[g] = Array(repeating: 0, count: count) }
+            if let v { values[g]![k] += negate ? -v : v }
+            if leftOut != 0 { unconverted[book.strings[Int(t.currency)], default: 0] += negate ? -leftOut : leftOut }
+        }
+
+        mutating func addRange(_ t: Tx, _ from: Int, _ to: Int, _ v: Int64?, leftOut: Int64) {
+            let g = key(t)
+            if values[g] == nil { values[g] = Array(repeating: 0, count: count) }
+            if diffs[g] == nil { diffs[g] = Array(repeating: 0, count: count + 1) }
+            if let v {
+                diffs[g]![from] += v
+                diffs[g]![to] -= v
+            }
+            if leftOut != 0 { unconverted[book.strings[Int(t.currency)], default: 0] += leftOut * Int64(to - from) }
+        }
+
+        func name(_ g: Int64) -> String {
+            switch dimension {
+            case .none: ""
+            case .store: Store(rawValue: Int(g)).map(RevenueBook.storeName) ?? ""
+            default: book.strings[Int(g)]
+            }
+        }
+
+        func result(dimension: RevenueDimension) -> RevenueSeriesResult {
+            var series: [RevenueSeries] = []
+            for (g, flat) in values {
+                var v = flat
+                if let d = diffs[g] {
+                    var running: Int64 = 0
+                    for k in 0..<count {
+                        running += d[k]
+                        v[k] += running
+                    }
+                }
+                series.append(RevenueSeries(group: name(g), values: v))
+            }
+            series.sort { $0.group < $1.group }
+            return RevenueSeriesResult(currency: currency, series: series, unconverted: unconverted.filter { $0.value != 0 })
+        }
+    }
+
+    /// The store as Revenue's dimension names it.
+    public static func storeName(_ store: Store) -> String {
+        switch store {
+        case .appStore: "APP_STORE"
+        case .googlePlay: "GOOGLE_PLAY"
+        case .grant: "GRANT"
+        }
+    }
+}
+
+extension RevenuePeriods {
+    /// Periods with the given bounds (the summary's 30 days).
+    init(bounds: [Int64]) { self.bounds = bounds }
+}
