@@ -16,8 +16,8 @@ from billing.v1 import billing_pb2_grpc as pb_grpc
 def make_secrets(directory):
     p = subprocess.run(["bash", os.path.join(ROOT, "deploy/make-secrets.sh"), str(directory)], capture_output=True,
                        text=True, timeout=60, check=True)
-    keys = dict(re.findall(r"^(app-backend|operator|support) API key [^:]*: ([0-9a-f]{64})$", p.stdout, re.M))
-    assert set(keys) == {"app-backend", "operator", "support"}, p.stdout
+    keys = dict(re.findall(r"^(app-backend|operator|support|finance) API key [^:]*: ([0-9a-f]{64})$", p.stdout, re.M))
+    assert set(keys) == {"app-backend", "operator", "support", "finance"}, p.stdout
     return keys, p
 
 
@@ -62,6 +62,15 @@ def test_make_secrets_scopes_the_keys_and_billingd_enforces_them(tmp_path):
             trail = support.ListAuditEntries(pb.ListAuditEntriesRequest(method="billing.v1.Support/FindCustomers"),
                                              metadata=[("authorization", f"Bearer {keys['support']}")], timeout=10).entries
             assert [(e.operator, e.outcome) for e in trail] == [("app-backend", "PERMISSION_DENIED"), ("support", "OK")]
+            # Finance reaches Revenue only: no customer lookups, no orders.
+            revenue = pb_grpc.RevenueStub(ch)
+            summary = lambda key: lambda: revenue.GetRevenueSummary(pb.GetRevenueSummaryRequest(),
+                                                                    metadata=[("authorization", f"Bearer {key}")], timeout=10)
+            assert status(summary(keys["finance"])) == ("OK", None)
+            for other in ("app-backend", "support", "operator"):
+                assert status(summary(keys[other])) == ("PERMISSION_DENIED", "PERMISSION_DENIED"), other
+            assert status(find(keys["finance"])) == ("PERMISSION_DENIED", "PERMISSION_DENIED")
+            assert status(create(keys["finance"])) == ("PERMISSION_DENIED", "PERMISSION_DENIED")
     finally:
         s.stop()
 

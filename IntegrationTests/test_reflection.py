@@ -14,7 +14,8 @@ from conftest import ROOT
 def test_reflection_lists_describes_and_calls(server):
     with server.channel() as ch:
         db = ProtoReflectionDescriptorDatabase(ch)
-        assert set(db.get_services()) == {"billing.v1.Billing", "billing.v1.Support", "billing.admin.v1.Admin", "grpc.health.v1.Health"}
+        assert set(db.get_services()) == {"billing.v1.Billing", "billing.v1.Support", "billing.v1.Revenue", "billing.admin.v1.Admin",
+                                         "grpc.health.v1.Health"}
         pool = DescriptorPool(db)
         support = pool.FindServiceByName("billing.v1.Support")
         assert [m.name for m in support.methods] == ["FindCustomers", "GetCustomer", "ExplainAccess", "GrantEntitlement", "RevokeGrant",

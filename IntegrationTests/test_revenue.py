@@ -667,3 +667,80 @@ def test_a_bad_rates_file_stops_billingd_naming_the_line(tmp_path):
     assert out.returncode == 2
     lines = out.stderr.strip().split("\n")
     assert len(lines) == 1 and "--exchange-rates" in lines[0] and "line 3" in lines[0], out.stderr
+
+
+# ---------------------------------------------------------------------------------------------------------------
+# docs/REVENUE.md's worked example: these transactions, these rates, these numbers (the table there).
+
+EXAMPLE_RATES = "Date,USD,GBP,\n2026-11-06,1.1000,0.8500,\n2026-11-02,1.1000,0.8000,\n"
+
+
+def example_rows():
+    def t(tid, account, product, kind, purchase, expires=0, store=1, price=0, currency="", quantity=1, offer_type="",
+          original=None, revocation=0, rtype=0, pct=0):
+        return dict(transaction_id=tid, original_transaction_id=original or tid, account_id=account, order_id=None, product_id=product,
+                    product_kind=kind, purchase_time_ms=purchase, expires_time_ms=expires, revocation_time_ms=revocation,
+                    quantity=quantity, environment=1, app_account_token=None, bundle_id=BUNDLE, signed_time_ms=purchase,
+                    revocation_reason=None, store=store, ownership=1, upgraded=0, revocation_type=rtype, revocation_percentage=pct,
+                    price_milliunits=price, currency=currency, storefront="", offer_id="", offer_type=offer_type,
+                    subscription_group_id="g1", purchase_token="")
+    sub = "auto_renewable_subscription"
+    return [
+        t("ex-ann-1", "ann", "pro.monthly", sub, ms(datetime(2026, 11, 1)), ms(datetime(2026, 11, 8)), currency="USD",
+          offer_type="INTRODUCTORY_OFFER"),
+        t("ex-ann-2", "ann", "pro.monthly", sub, ms(datetime(2026, 11, 8)), ms(datetime(2026, 12, 8)), price=4990, currency="USD",
+          original="ex-ann-1"),
+        t("ex-bea-1", "bea", "pro.yearly", sub, ms(datetime(2026, 11, 3, 12)), ms(datetime(2027, 11, 3, 12)), store=2, price=39990,
+          currency="EUR"),
+        t("ex-cal-1", "cal", "coins.100", "consumable", ms(datetime(2026, 11, 4, 9)), price=990, currency="GBP", quantity=2,
+          revocation=ms(datetime(2026, 11, 10)), rtype=2, pct=50000),
+        t("ex-dan-1", "dan", "pro.monthly", sub, ms(datetime(2026, 10, 5)), ms(datetime(2026, 11, 5)), price=4990, currency="USD"),
+        t("ex-eve-1", "eve", "pro.monthly", sub, ms(datetime(2026, 11, 12)), ms(datetime(2026, 12, 12)), price=4990, currency="CHF"),
+    ]
+
+
+EXAMPLE = {  # November 2026, USD: metric -> (value, unconverted)
+    "GROSS": (51702, {"CHF": 4990}),
+    "REFUNDS": (1281, {}),
+    "NET": (50421, {"CHF": 4990}),
+    "PROCEEDS": (41893, {"CHF": 3493}),
+    "MRR": (8656, {"CHF": 4990}),
+    "ACTIVE_SUBSCRIPTIONS": (3, {}),
+    "ACTIVE_TRIALS": (0, {}),
+    "NEW_SUBSCRIPTIONS": (3, {}),
+    "TRIAL_STARTS": (1, {}),
+    "TRIAL_CONVERSIONS": (1, {}),
+    "CHURNED_SUBSCRIPTIONS": (1, {}),
+    "REFUNDED_TRANSACTIONS": (1, {}),
+}
+
+
+def test_the_worked_example_of_docs_revenue_md(tmp_path):
+    rates = tmp_path / "rates.csv"
+    rates.write_text(EXAMPLE_RATES)
+    server = Billingd("--dev", "--exchange-rates", str(rates), db_dir=str(tmp_path))
+    try:
+        server.stop()
+        con = sqlite3.connect(str(tmp_path / "billing.db"), isolation_level=None)
+        names = [c.strip() for c in TX_COLUMNS.split(",")]
+        con.executemany(f"INSERT INTO transactions ({TX_COLUMNS}) VALUES ({', '.join('?' * 27)})",
+                        [tuple(r[n] for n in names) for r in example_rows()])
+        con.close()
+        server.start()
+        with server.channel() as ch:
+            revenue = pb_grpc.RevenueStub(ch)
+            for name, (value, left) in EXAMPLE.items():
+                r = revenue.GetRevenueSeries(pb.GetRevenueSeriesRequest(
+                    metric=pb.RevenueMetric.Value("REVENUE_METRIC_" + name), start_time_ms=ms(datetime(2026, 11, 1)),
+                    end_time_ms=ms(datetime(2026, 12, 1)), granularity=pb.GRANULARITY_MONTH), timeout=10)
+                assert [p.value for p in r.series[0].points] == [value], name
+                assert {m.currency: m.milliunits for m in r.unconverted} == left, name
+            s = revenue.GetRevenueSummary(pb.GetRevenueSummaryRequest(as_of_time_ms=ms(datetime(2026, 12, 1))), timeout=10)
+            assert (s.mrr_milliunits, s.arr_milliunits, s.active_subscriptions, s.active_trials) == (8656, 103872, 3, 0)
+            assert (s.gross_last_30_days_milliunits, s.net_last_30_days_milliunits) == (51702, 50421)
+        doc = open(os.path.join(os.path.dirname(__file__), "..", "docs", "REVENUE.md")).read()
+        rows = {line.split("|")[1].strip().strip("`"): line for line in doc.splitlines() if line.startswith("| `")}
+        for name, (value, _) in EXAMPLE.items():
+            assert f"| {value} " in rows[name], f"docs/REVENUE.md's row of {name} does not show {value}"
+    finally:
+        server.stop()

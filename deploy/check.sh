@@ -67,14 +67,16 @@ generated = json.load(open(f"{d}/api-keys.json"))["keys"]
 template = json.loads(yaml.safe_load(open("deploy/k8s/secret.yaml"))["stringData"]["api-keys.json"])["keys"]
 for source, keys in (("make-secrets.sh", generated), ("k8s/secret.yaml", template)):
     methods = {k["name"]: k["methods"] for k in keys}
-    assert set(methods) == {"app-backend", "operator", "support"}, (source, methods)
+    assert set(methods) == {"app-backend", "operator", "support", "finance"}, (source, methods)
     assert all("*" not in m for m in methods.values()), (source, "a key for every method")
     assert not any(m.startswith("billing.admin.v1.Admin") for m in methods["app-backend"]), (source, "app-backend can call Admin")
     assert "billing.v1.Billing/*" in methods["app-backend"], source
     assert methods["operator"][0] == "billing.admin.v1.Admin/*" and not any(m.startswith("billing.v1.") for m in methods["operator"]), source
     assert not any(m.startswith("billing.v1.Support") for m in methods["app-backend"]), (source, "app-backend can call Support")
     assert methods["support"][0] == "billing.v1.Support/*" and not any(m.startswith("billing.admin.v1.") for m in methods["support"]), source
-assert len(re.findall(r"API key .*: [0-9a-f]{64}$", printed, re.M)) == 3, printed
+    assert methods["finance"] == ["billing.v1.Revenue/*", "grpc.health.v1.Health/*"], (source, "finance sees only Revenue")
+    assert not any(m.startswith("billing.v1.Revenue") for m in methods["app-backend"] + methods["support"]), (source, "Revenue beyond finance")
+assert len(re.findall(r"API key .*: [0-9a-f]{64}$", printed, re.M)) == 4, printed
 path = "/etc/billingd/appstore/AuthKey.p8"
 assert f"# BILLING_APPSTORE_API_PRIVATE_KEY={path}" in open(f"{d}/billingd.env").read()
 assert os.path.isdir(f"{d}/appstore")

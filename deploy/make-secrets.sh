@@ -4,12 +4,14 @@
 #   postgres_password   a random PostgreSQL password (the postgres image reads it as POSTGRES_PASSWORD_FILE)
 #   billingd.env        BILLING_DATABASE with that password (compose env_file), and the App Store Server API
 #                       settings, commented out until you have the key
-#   api-keys.json       the SHA-256 digests of three fresh API keys, each scoped (billingd --api-keys):
+#   api-keys.json       the SHA-256 digests of four fresh API keys, each scoped (billingd --api-keys):
 #                         app-backend  billing.v1.Billing/* and grpc.health.v1.Health/*: the app's backend (no Admin)
 #                         operator     billing.admin.v1.Admin/* and grpc.health.v1.Health/*: billingctl admin ...
 #                         support      billing.v1.Support/*, billing.v1.Billing/GetOrder and Health: support staff
 #                                      (billingctl customer / grant / transfer / refund / audit); its name is the
 #                                      operator the audit trail records, so give each person a key of their own
+#                         finance      billing.v1.Revenue/* and Health: revenue figures and the export, no customer's
+#                                      data (billingctl revenue ...)
 #   appstore/           where the App Store Server API's In-App Purchase key goes, as appstore/AuthKey.p8
 #                       (compose mounts it at /etc/billingd/appstore; docs/APPSTORE_API.md says what it enables)
 # The API keys themselves are printed once, for their holders (billingctl --api-key, or BILLING_API_KEY); they are
@@ -39,6 +41,7 @@ if [ ! -f "$dir/api-keys.json" ]; then
   app_key=$(openssl rand -hex 32)
   operator_key=$(openssl rand -hex 32)
   support_key=$(openssl rand -hex 32)
+  finance_key=$(openssl rand -hex 32)
   digest() { printf '%s' "$1" | sha256sum | cut -d' ' -f1; }
   (umask 022; cat > "$dir/api-keys.json" <<JSON
 { "keys": [
@@ -47,13 +50,16 @@ if [ ! -f "$dir/api-keys.json" ]; then
     { "name": "operator", "sha256": "$(digest "$operator_key")",
       "methods": ["billing.admin.v1.Admin/*", "grpc.health.v1.Health/*"] },
     { "name": "support", "sha256": "$(digest "$support_key")",
-      "methods": ["billing.v1.Support/*", "billing.v1.Billing/GetOrder", "grpc.health.v1.Health/*"] }
+      "methods": ["billing.v1.Support/*", "billing.v1.Billing/GetOrder", "grpc.health.v1.Health/*"] },
+    { "name": "finance", "sha256": "$(digest "$finance_key")",
+      "methods": ["billing.v1.Revenue/*", "grpc.health.v1.Health/*"] }
 ] }
 JSON
   )
   echo "app-backend API key (billing.v1.Billing and Health, no Admin; give it to the app's backend): $app_key"
   echo "operator API key (billing.admin.v1.Admin and Health; for billingctl admin ...): $operator_key"
   echo "support API key (billing.v1.Support, GetOrder and Health; for billingctl customer ...): $support_key"
+  echo "finance API key (billing.v1.Revenue and Health; for billingctl revenue ...): $finance_key"
   echo "(only their digests are kept, in $dir/api-keys.json)"
 elif grep -q '"\*"' "$dir/api-keys.json"; then
   echo "warning: $dir/api-keys.json holds a key for every method (\"*\"), Admin included; delete the file and run again for scoped keys" >&2

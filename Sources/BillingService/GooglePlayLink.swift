@@ -132,6 +132,15 @@ public final class GooglePlayLink: Sendable {
             price.currency = money.currencyCode
         }
         price.offerID = item.offerDetails?.offerID ?? ""
+        // A free trial's period paid nothing (Revenue counts it as a trial, not as money); an introductory price is
+        // named, its amount stays the plan's recurring price (subscriptionsv2 does not give the phase's price).
+        switch item.offerPhase {
+        case "freeTrial":
+            price.priceMilliunits = 0
+            price.offerType = "FREE_TRIAL"
+        case "introductoryPrice": price.offerType = "INTRODUCTORY_PRICE"
+        default: break
+        }
         t.price = price
         return .success((t, s))
     }

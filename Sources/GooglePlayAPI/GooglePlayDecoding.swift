@@ -30,6 +30,7 @@ extension GooglePlay.SubscriptionPurchaseV2 {
             let prepaid = try item.object("prepaidPlan")
             let offer = try item.object("offerDetails")
             let replacement = try item.object("itemReplacement")
+            let phase = try item.object("offerPhase")
             guard let productID = try item.string("productId") else { throw .invalidAnswer("SubscriptionPurchaseV2: a line item without productId") }
             items.append(
                 GooglePlay.LineItem(
@@ -46,6 +47,7 @@ extension GooglePlay.SubscriptionPurchaseV2 {
                             replacementMode: try r.string("replacementMode"))
                     },
                     deferredReplacementProductID: try item.object("deferredItemReplacement")?.string("productId")))
+            items[items.count - 1].offerPhase = ["freeTrial", "introductoryPrice", "basePrice", "prorationPeriod"].first { phase?.has($0) == true }
         }
         let accounts = try o.object("externalAccountIdentifiers")
         var canceled: GooglePlay.CanceledStateContext?

@@ -203,6 +203,9 @@ public enum GooglePlay {
         public var itemReplacement: ItemReplacement?
         /// deferredItemReplacement.productId.
         public var deferredReplacementProductID: String?
+        /// offerPhase: which phase the item is in now (`freeTrial`, `introductoryPrice`, `basePrice`,
+        /// `prorationPeriod`), when Google says.
+        public var offerPhase: String?
 
         public init(
             productID: String, expiryTimeMillis: Int64?, autoRenewing: Bool = true, autoRenewEnabled: Bool? = true, recurringPrice: Money? = nil,

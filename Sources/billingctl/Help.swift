@@ -103,6 +103,7 @@ enum Help {
         ),
         (["webhooks"], WebhookCommands.usage),
         (["customer", "grant", "transfer", "refund", "audit"], SupportCommands.usage),
+        (["revenue"], RevenueCommands.usage),
         (["play"], PlayCommands.usage),
         (
             ["appstore"],

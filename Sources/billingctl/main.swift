@@ -96,7 +96,7 @@ struct Options {
         "appstore": ["wait", "key-id", "issuer-id", "private-key", "bundle-id", "url", "environment"],
         "verify": ["kind", "root", "bundle-id", "environment", "app-apple-id", "now", "xcode-decode-only"],
         "offer": ["kind", "product", "offer", "order", "transaction-id", "bundle-id", "allow-introductory-offer"],
-    ].merging(SupportCommands.flags) { a, _ in a }
+    ].merging(SupportCommands.flags) { a, _ in a }.merging(RevenueCommands.flags) { a, _ in a }
 
     /// The command word of an argument list (the first word that is neither a global flag nor its value); nil
     /// when there is none. Usage errors and `--help` use it before, or without, a full parse.
@@ -266,6 +266,8 @@ func run() throws {
         try PlayCommands.verify(options)
     case "customer", "grant", "transfer", "refund", "audit":
         try SupportCommands.run(options)
+    case "revenue":
+        try RevenueCommands.run(options)
     default:
         throw Usage(message: "unknown command '\(options.command)'")
     }
