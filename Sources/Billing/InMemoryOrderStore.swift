@@ -186,16 +186,21 @@ public final class InMemoryOrderStore: OrderStore {
                 visit(o.transaction, o.accountID, state.renewals[o.transaction.originalTransactionID]?.gracePeriodExpiresTimeMs ?? 0)
             }
         }
-        func exportPage(environment: StoreEnvironment, fromMs: Int64, toMs: Int64, after: HistoryCursor?, limit: Int) -> [OwnedTransaction] {
+        func revenueTransactions(ids: [String]) -> [(OwnedTransaction, Int64)] {
+            ids.compactMap { id in
+                state.transactions[id].map { ($0, state.renewals[$0.transaction.originalTransactionID]?.gracePeriodExpiresTimeMs ?? 0) }
+            }
+        }
+        func gracePeriods(originalTransactionIDs: [String]) -> [String: Int64] {
+            Dictionary(originalTransactionIDs.map { ($0, state.renewals[$0]?.gracePeriodExpiresTimeMs ?? 0) }) { a, _ in a }
+        }
+        func exportPage(environment: StoreEnvironment, fromMs: Int64, toMs: Int64, after: String, limit: Int) -> [OwnedTransaction] {
             Array(
                 state.transactions.values.filter {
                     let t = $0.transaction
-                    guard t.environment == environment, t.purchaseTimeMs >= fromMs, t.purchaseTimeMs < toMs else { return false }
-                    guard let after else { return true }
-                    return (t.purchaseTimeMs, t.transactionID) > (after.purchaseTimeMs, after.transactionID)
+                    return t.environment == environment && t.purchaseTimeMs >= fromMs && t.purchaseTimeMs < toMs && t.transactionID > after
                 }
-                .sorted { ($0.transaction.purchaseTimeMs, $0.transaction.transactionID) < ($1.transaction.purchaseTimeMs, $1.transaction.transactionID) }
-                .prefix(limit))
+                .sorted { $0.transaction.transactionID < $1.transaction.transactionID }.prefix(limit))
         }
         func firstPaidPurchases(originalTransactionIDs: [String]) -> [String: Int64] {
             let wanted = Set(originalTransactionIDs)

@@ -90,6 +90,12 @@ public protocol OrderStore: Sendable {
     /// `listener` is called, on a store thread, after each commit that made events visible to readers.
     func setEventListener(_ listener: @escaping @Sendable () -> Void)
 
+    /// `listener` is called, on a store thread, after each commit that changed what Revenue reads (through this
+    /// process at once, before the write is answered; through another replica when its notice arrives). False
+    /// when the store cannot say what changed: Revenue then reads everything for each answer.
+    @discardableResult
+    func setRevenueListener(_ listener: @escaping @Sendable (RevenueChanges) -> Void) -> Bool
+
     /// Whether the database answers now (readiness).
     func isReachable() -> Bool
 
@@ -102,6 +108,11 @@ public protocol OrderStore: Sendable {
 
 extension OrderStore {
     public var queuedJobs: Int { 0 }
+
+    /// A store that cannot say what changed: Revenue reads it whole each time (the default, so that a wrapping
+    /// store that does not forward it stays correct, only slower).
+    @discardableResult
+    public func setRevenueListener(_ listener: @escaping @Sendable (RevenueChanges) -> Void) -> Bool { false }
 
     /// Forwards to the deprecated `Result`-answering `write` (for a store that implements only that one).
     public func write<T: Sendable>(

@@ -20,7 +20,7 @@ public final class RevenueService: Sendable {
         /// Reports computed at once.
         public static let concurrent = 2
         /// Rows one export page reads.
-        public static let pageRows = 2000
+        public static let pageRows = 5000
         /// Bytes one chunk carries (about).
         public static let chunkBytes = 64 * 1024
         /// Bytes the export may leave unsent before it waits for the client.
@@ -34,11 +34,15 @@ public final class RevenueService: Sendable {
     let clock: any WallClock
     let settingsBox: Mutex<RevenueSettings>
     let running = Atomic<Int>(0)
+    let index: RevenueIndex
 
     public init(store: any OrderStore, settings: RevenueSettings, clock: any WallClock = SystemClock()) {
         self.store = store
         self.clock = clock
         self.settingsBox = Mutex(settings)
+        let index = RevenueIndex()
+        index.tracks.store(store.setRevenueListener { index.note($0) }, ordering: .releasing)
+        self.index = index
     }
 
     /// The settings now (the exchange rates are replaced on SIGHUP).
@@ -140,17 +144,58 @@ public final class RevenueService: Sendable {
         return q
     }
 
-    /// The environment's counted transactions, read in one database read.
-    func book(_ environment: StoreEnvironment, _ settings: RevenueSettings) -> Result<RevenueBook, BillingError> {
-        Blocking.wait { done in
-            store.read(
-                { ledger throws(BillingError) -> RevenueBook in
-                    var book = RevenueBook(settings: settings)
-                    try ledger.revenueTransactions(environment: environment) { t, account, grace in
-                        book.add(t, accountID: account, graceEndMs: grace)
+    /// Runs `body` over the environment's book, current with every commit the store has told of: read whole on
+    /// first use (and whenever the store cannot say what changed), then kept by re-reading only the transactions
+    /// and renewal states each commit changed. One book at a time: the refresh and the computation hold the lock.
+    func withBook<R: Sendable>(
+        _ environment: StoreEnvironment, _ settings: RevenueSettings, _ body: (RevenueBook) -> R
+    ) -> Result<R, BillingError> {
+        index.books.withLock { books -> Result<R, BillingError> in
+            let changes = index.take()
+            if !index.tracksChanges || changes.all { books.removeAll() }
+            if books[environment] == nil {
+                let loaded: Result<RevenueBook, BillingError> = Blocking.wait { done in
+                    store.read(
+                        { ledger throws(BillingError) -> RevenueBook in
+                            var book = RevenueBook(settings: settings)
+                            try ledger.revenueTransactions(environment: environment) { t, account, grace in
+                                book.add(t, accountID: account, graceEndMs: grace)
+                            }
+                            return book
+                        }, completion: done)
+                }
+                switch loaded {
+                case .failure(let error):
+                    index.putBack(changes)
+                    return .failure(error)
+                case .success(let book): books[environment] = book
+                }
+            }
+            if !changes.all && !changes.isEmpty {
+                let newer: Result<([(OwnedTransaction, Int64)], [String: Int64]), BillingError> = Blocking.wait { done in
+                    store.read(
+                        { ledger throws(BillingError) in
+                            (
+                                try ledger.revenueTransactions(ids: changes.transactionIDs),
+                                try ledger.gracePeriods(originalTransactionIDs: changes.originalTransactionIDs)
+                            )
+                        }, completion: done)
+                }
+                switch newer {
+                case .failure(let error):
+                    index.putBack(changes)
+                    return .failure(error)
+                case .success(let (rows, grace)):
+                    for environment in Array(books.keys) {
+                        for (owned, graceEnd) in rows where owned.transaction.environment == environment {
+                            books[environment]!.add(owned.transaction, accountID: owned.accountID, graceEndMs: graceEnd)
+                        }
+                        for (original, end) in grace { books[environment]!.setGrace(originalTransactionID: original, endMs: end) }
                     }
-                    return book
-                }, completion: done)
+                }
+            }
+            books[environment]!.settings = settings
+            return .success(body(books[environment]!))
         }
     }
 
@@ -168,12 +213,14 @@ public final class RevenueService: Sendable {
         } catch {
             return responder.fail(error.rpcError)
         }
-        switch book(q.environment, settings) {
+        let now = clock.nowMilliseconds()
+        let answer = withBook(q.environment, settings) { book in
+            book.series(q.metric, periods: q.periods, dimension: q.dimension, filter: q.filter, currency: q.currency, nowMs: now)
+        }
+        switch answer {
         case .failure(let error): responder.fail(error.rpcError)
-        case .success(let book):
+        case .success(let result):
             guard !context.isExpired else { return responder.fail(RPCError(code: .deadlineExceeded, message: "deadline exceeded")) }
-            let result = book.series(
-                q.metric, periods: q.periods, dimension: q.dimension, filter: q.filter, currency: q.currency, nowMs: clock.nowMilliseconds())
             responder.succeed(Self.response(result, q.periods))
         }
     }
@@ -219,15 +266,15 @@ public final class RevenueService: Sendable {
         let grants: Result<Int, BillingError> = Blocking.wait { done in
             store.read({ ledger throws(BillingError) in try ledger.activeGrantCount(atMs: asOfMs) }, completion: done)
         }
-        return book(environment, settings).flatMap { book in
-            grants.map { book.summary(asOfMs: asOfMs, nowMs: nowMs, currency: currency, activeGrants: $0) }
+        return grants.flatMap { count in
+            withBook(environment, settings) { book in book.summary(asOfMs: asOfMs, nowMs: nowMs, currency: currency, activeGrants: count) }
         }
     }
 
     /// The summary's per-store split for the gauges: active subscriptions and trials of each store now.
     public func activeByStore(environment: StoreEnvironment, nowMs: Int64) -> Result<[(store: String, subscriptions: Int64, trials: Int64)], BillingError> {
         let settings = self.settings
-        return book(environment, settings).map { book in
+        return withBook(environment, settings) { book in
             let periods = try! RevenuePeriods(startMs: nowMs, endMs: nowMs + 1, granularity: .day)
             var rows: [(String, Int64, Int64)] = []
             let subs = book.series(.activeSubscriptions, periods: periods, dimension: .store, nowMs: nowMs)
@@ -278,7 +325,7 @@ public final class RevenueService: Sendable {
         var out: [UInt8] = []
         out.reserveCapacity(Limits.chunkBytes + 4096)
         if format == .csv { out.append(contentsOf: RevenueExport.csvHeader.utf8) }
-        var after: HistoryCursor?
+        var after = ""
         while true {
             if writer.isDone { return }
             if context.isExpired { return writer.finish(RPCError(code: .deadlineExceeded, message: "deadline exceeded")) }
@@ -306,7 +353,7 @@ public final class RevenueService: Sendable {
                 }
             }
             guard rows.count == Limits.pageRows, let last = rows.last else { break }
-            after = HistoryCursor(purchaseTimeMs: last.transaction.purchaseTimeMs, transactionID: last.transaction.transactionID)
+            after = last.transaction.transactionID
         }
         if !out.isEmpty { guard send(&out, writer, context) else { return } }
         writer.finish()
@@ -329,4 +376,37 @@ public final class RevenueService: Sendable {
         out.removeAll(keepingCapacity: true)
         return true
     }
+}
+
+/// Revenue's books and what commits changed since they were last brought up to date.
+final class RevenueIndex: Sendable {
+    /// Each environment's book, once read.
+    let books = Mutex<[StoreEnvironment: RevenueBook]>([:])
+    private let pending = Mutex(RevenueChanges())
+    /// The store tells what each commit changed (else every answer reads everything).
+    let tracks = Atomic<Bool>(false)
+    var tracksChanges: Bool { tracks.load(ordering: .acquiring) }
+
+    /// A commit's changes (a store thread; never waits for a computation).
+    func note(_ changes: RevenueChanges) {
+        pending.withLock { p in
+            guard !p.all else { return }
+            if changes.all || p.transactionIDs.count > 100_000 {
+                p = .everything
+                return
+            }
+            p.transactionIDs += changes.transactionIDs
+            p.originalTransactionIDs += changes.originalTransactionIDs
+        }
+    }
+
+    /// The changes noted so far, and none left.
+    func take() -> RevenueChanges {
+        pending.withLock { p in
+            defer { p = RevenueChanges() }; return p
+        }
+    }
+
+    /// Changes that could not be applied (the database failed): kept for the next answer.
+    func putBack(_ changes: RevenueChanges) { note(changes) }
 }

@@ -144,6 +144,8 @@ final class MeasuredOrderStore: OrderStore {
 
     func setEventListener(_ listener: @escaping @Sendable () -> Void) { inner.setEventListener(listener) }
 
+    func setRevenueListener(_ listener: @escaping @Sendable (RevenueChanges) -> Void) -> Bool { inner.setRevenueListener(listener) }
+
     func isReachable() -> Bool { inner.isReachable() }
     var queuedJobs: Int { inner.queuedJobs }
     func close() { inner.close() }

@@ -113,7 +113,7 @@ final class FeedListener: Sendable {
     private let stopped = Atomic<Bool>(false)
     private let finished = DispatchSemaphore(value: 0)
 
-    init(url: String, onEvents: @escaping @Sendable () -> Void) {
+    init(url: String, onEvents: @escaping @Sendable () -> Void, onRevenue: @escaping @Sendable (RevenueChanges) -> Void = { _ in }) {
         let thread = Thread { [self] in
             let db = PGConnection(url: url)
             var listening = false
@@ -122,10 +122,14 @@ final class FeedListener: Sendable {
                     if !listening {
                         try db.ensureOpen()
                         try db.execute("LISTEN \(FeedCursors.channel)")
+                        try db.execute("LISTEN \(RevenueSQL.channel)")
                         listening = true
                         onEvents()  // anything missed while not listening
+                        onRevenue(.everything)
                     }
                     _ = try db.waitForNotifications(timeoutMs: 1000)
+                    for payload in db.revenueNotices { onRevenue(RevenueChanges(payload: payload)) }
+                    db.revenueNotices.removeAll()
                     onEvents()
                 } catch {
                     listening = false

@@ -1,3 +1,4 @@
+import Billing
 import Synchronization
 
 /// The one callback a store calls after commits that made events visible (the feed's followers).
@@ -13,4 +14,18 @@ final class FeedNotifier: Sendable {
     private let box = Mutex<Box?>(nil)
     func set(_ listener: @escaping @Sendable () -> Void) { box.withLock { $0 = Box(listener) } }
     func notify() { box.withLock { $0 }?.call() }
+}
+
+/// The callback a store calls with what a commit changed for Revenue.
+final class RevenueNotifier: Sendable {
+    private final class Box: Sendable {
+        let call: @Sendable (RevenueChanges) -> Void
+        init(_ call: @escaping @Sendable (RevenueChanges) -> Void) { self.call = call }
+    }
+    private let box = Mutex<Box?>(nil)
+    func set(_ listener: @escaping @Sendable (RevenueChanges) -> Void) { box.withLock { $0 = Box(listener) } }
+    func notify(_ changes: RevenueChanges) {
+        guard !changes.isEmpty else { return }
+        box.withLock { $0 }?.call(changes)
+    }
 }

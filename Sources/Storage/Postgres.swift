@@ -1,3 +1,4 @@
+import Billing
 import CLibPQ
 import Glibc
 
@@ -13,6 +14,10 @@ final class PGConnection {
     var buffersEvents = false
     /// The open transaction's events, in the order they were appended (each `SQLLedger.values`).
     var pendingEvents: [[SQLValue]] = []
+    /// What the open transaction's jobs changed for Revenue, told to the other replicas at COMMIT.
+    var pendingRevenue = RevenueChanges()
+    /// Payloads of `billing_revenue` notices received by the LISTEN loop, taken by it after each wait.
+    var revenueNotices: [String] = []
 
     init(url: String) {
         self.url = url
@@ -159,9 +164,19 @@ extension PGConnection {
         var any = false
         while let n = PQnotifies(conn) {
             any = true
+            if let relname = n.pointee.relname, String(cString: relname) == RevenueSQL.channel, let extra = n.pointee.extra {
+                revenueNotices.append(String(cString: extra))
+            }
             PQfreemem(n)
         }
         return any
+    }
+
+    /// Sends what this transaction changed for Revenue to the other replicas (delivered at COMMIT), once per batch.
+    func notifyRevenue() throws(StorageError) {
+        guard !pendingRevenue.isEmpty else { return }
+        _ = try query("SELECT pg_notify($1, $2)", [.text(RevenueSQL.channel), .text(pendingRevenue.payload)], { _ in () })
+        pendingRevenue = RevenueChanges()
     }
 }
 

@@ -27,6 +27,7 @@ public final class PostgresOrderStore: OrderStore {
     public let groups = GroupStats()
     private let feedListener: FeedListener
     private let listener = FeedNotifier()
+    private let revenueListener = RevenueNotifier()
 
     /// Whether the database answered lately; a prober keeps it current while idle.
     final class Health: Sendable {
@@ -58,7 +59,8 @@ public final class PostgresOrderStore: OrderStore {
                 PostgresOrderStore.runBatch(batch, on: connections[index].value, health: health)
             }, onStop: { index in connections[index].value.close() })
         let listener = self.listener
-        feedListener = FeedListener(url: url) { listener.notify() }
+        let revenueListener = self.revenueListener
+        feedListener = FeedListener(url: url, onEvents: { listener.notify() }, onRevenue: { revenueListener.notify($0) })
         let prober = Thread {
             let probe = PGConnection(url: url)
             while !health.stopped.load(ordering: .relaxed) {
@@ -92,6 +94,7 @@ public final class PostgresOrderStore: OrderStore {
         defer {
             db.buffersEvents = false
             db.pendingEvents.removeAll(keepingCapacity: true)
+            db.pendingRevenue = RevenueChanges()
         }
         var attempt = 0
         while attempt < 4 {
@@ -151,6 +154,7 @@ public final class PostgresOrderStore: OrderStore {
                         }
                     }
                     try db.insertPendingEvents()
+                    try db.notifyRevenue()
                     try db.commit()
                 }
                 health.reachable.store(true, ordering: .relaxed)
@@ -271,6 +275,7 @@ public final class PostgresOrderStore: OrderStore {
         _ body: @escaping @Sendable (any PurchaseLedger) throws(BillingError) -> T,
         completion: @escaping @Sendable (Result<T, BillingError>) -> Void
     ) {
+        let revenueListener = self.revenueListener
         submit(
             Job(
                 body: { db throws(JobFailure) in
@@ -282,7 +287,14 @@ public final class PostgresOrderStore: OrderStore {
                     } catch {
                         throw JobFailure(error)
                     }
-                    return { completion(.success(value)) }
+                    // Other replicas hear of it through NOTIFY at the batch's COMMIT; this one before the answer.
+                    let revenue = log.revenue
+                    db.pendingRevenue.transactionIDs += revenue.transactionIDs
+                    db.pendingRevenue.originalTransactionIDs += revenue.originalTransactionIDs
+                    return {
+                        revenueListener.notify(revenue)
+                        completion(.success(value))
+                    }
                 }, fail: { completion(.failure($0)) }))
     }
 
@@ -308,6 +320,12 @@ public final class PostgresOrderStore: OrderStore {
 
     public func setEventListener(_ listener: @escaping @Sendable () -> Void) {
         self.listener.set(listener)
+    }
+
+    @discardableResult
+    public func setRevenueListener(_ listener: @escaping @Sendable (RevenueChanges) -> Void) -> Bool {
+        revenueListener.set(listener)
+        return true
     }
 
     public func isReachable() -> Bool { health.reachable.load(ordering: .relaxed) }

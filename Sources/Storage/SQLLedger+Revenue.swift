@@ -1,7 +1,7 @@
 import Billing
 
 // Revenue's reads (RevenueLedger): the counted transactions of an environment with their subscription's grace
-// period end, the export's pages by purchase time (index transactions_purchase_time), first paid purchases.
+// period end, the export's pages in primary-key order, first paid purchases.
 extension SQLLedger {
     func revenueTransactions(
         environment: StoreEnvironment, _ visit: (StoreTransaction, String, Int64) -> Void
@@ -15,17 +15,43 @@ extension SQLLedger {
         }
     }
 
+    func revenueTransactions(ids: [String]) throws(BillingError) -> [(OwnedTransaction, Int64)] {
+        var out: [(OwnedTransaction, Int64)] = []
+        for chunk in Self.chunks(Array(Set(ids))) {
+            let sql = RevenueSQL.select + " WHERE t.transaction_id IN (" + LedgerSQL.placeholders(chunk.count) + ")"
+            out += try run { () throws(StorageError) in
+                try db.query(sql, chunk.map { .text($0) }, { (Self.decode($0), $0.int64(27)) })
+            }
+        }
+        return out
+    }
+
+    func gracePeriods(originalTransactionIDs: [String]) throws(BillingError) -> [String: Int64] {
+        var out: [String: Int64] = [:]
+        for chunk in Self.chunks(Array(Set(originalTransactionIDs))) {
+            let sql =
+                "SELECT original_transaction_id, grace_period_expires_ms FROM renewals WHERE original_transaction_id IN ("
+                + LedgerSQL.placeholders(chunk.count) + ")"
+            for (id, ms) in try run({ () throws(StorageError) in try db.query(sql, chunk.map { .text($0) }, { ($0.text(0), $0.int64(1)) }) }) {
+                out[id] = ms
+            }
+        }
+        for id in originalTransactionIDs where out[id] == nil { out[id] = 0 }
+        return out
+    }
+
+    /// Lists of at most 500, for `IN (...)`.
+    static func chunks(_ values: [String]) -> [[String]] {
+        stride(from: 0, to: values.count, by: 500).map { Array(values[$0..<min($0 + 500, values.count)]) }
+    }
+
     func exportPage(
-        environment: StoreEnvironment, fromMs: Int64, toMs: Int64, after: HistoryCursor?, limit: Int
+        environment: StoreEnvironment, fromMs: Int64, toMs: Int64, after: String, limit: Int
     ) throws(BillingError) -> [OwnedTransaction] {
-        let cursor = after ?? HistoryCursor(purchaseTimeMs: fromMs - 1, transactionID: "")
-        return try run { () throws(StorageError) in
+        try run { () throws(StorageError) in
             try db.query(
                 RevenueSQL.exportPage,
-                [
-                    .int(Int64(environment.rawValue)), .int(fromMs), .int(toMs), .int(cursor.purchaseTimeMs), .text(cursor.transactionID),
-                    .int(Int64(limit)),
-                ], { Self.decode($0) })
+                [.text(after), .int(Int64(environment.rawValue)), .int(fromMs), .int(toMs), .int(Int64(limit))], { Self.decode($0) })
         }
     }
 
@@ -56,20 +82,25 @@ extension SQLLedger {
 }
 
 enum RevenueSQL {
+    /// The NOTIFY channel that tells the other replicas what a commit changed for Revenue.
+    static let channel = "billing_revenue"
+
     /// What Revenue counts: the buyer's own store transactions, owned by an account (DESIGN "Revenue, defined").
     static func countedCondition(prefix p: String) -> String {
         "\(p)ownership = 1 AND \(p)store <> 4 AND \(p)account_id <> ''"
     }
 
-    static let counted =
+    /// Transactions with their subscription's grace period end (column 27).
+    static let select =
         "SELECT "
         + LedgerSQL.transactionColumns.split(separator: ",").map { "t." + $0.trimmingCharacters(in: " ") }.joined(separator: ", ")
         + ", COALESCE(r.grace_period_expires_ms, 0) FROM transactions t LEFT JOIN renewals r ON r.original_transaction_id = t.original_transaction_id"
-        + " WHERE t.environment = $1 AND " + countedCondition(prefix: "t.")
+
+    static let counted = select + " WHERE t.environment = $1 AND " + countedCondition(prefix: "t.")
 
     static let exportPage =
-        "SELECT \(LedgerSQL.transactionColumns) FROM transactions WHERE environment = $1 AND purchase_time_ms >= $2 AND purchase_time_ms < $3"
-        + " AND (purchase_time_ms > $4 OR (purchase_time_ms = $4 AND transaction_id > $5)) ORDER BY purchase_time_ms, transaction_id LIMIT $6"
+        "SELECT \(LedgerSQL.transactionColumns) FROM transactions WHERE transaction_id > $1 AND environment = $2 AND purchase_time_ms >= $3"
+        + " AND purchase_time_ms < $4 ORDER BY transaction_id LIMIT $5"
 
     static let activeGrants =
         "SELECT COUNT(*) FROM grants WHERE start_time_ms <= $1 AND (expires_time_ms = 0 OR expires_time_ms > $1)"

@@ -85,6 +85,7 @@ struct SQLLedger<DB: SQLExecutor>: PurchaseLedger {
 
     func insert(_ o: OwnedTransaction) throws(BillingError) {
         let t = o.transaction
+        log?.revenue.transactionIDs.append(t.transactionID)
         try run { () throws(StorageError) in
             try db.update(
                 LedgerSQL.insertTransaction,
@@ -105,6 +106,7 @@ struct SQLLedger<DB: SQLExecutor>: PurchaseLedger {
     static func placeholders(_ n: Int) -> String { LedgerSQL.placeholders(n) }
 
     func reassign(transactionID: String, accountID: String, orderID: String?) throws(BillingError) {
+        log?.revenue.transactionIDs.append(transactionID)
         try run { () throws(StorageError) in
             try db.update(
                 "UPDATE transactions SET account_id = $1, order_id = $2 WHERE transaction_id = $3",
@@ -113,12 +115,14 @@ struct SQLLedger<DB: SQLExecutor>: PurchaseLedger {
     }
 
     func transfer(transactionID: String, to accountID: String) throws(BillingError) {
+        log?.revenue.transactionIDs.append(transactionID)
         try run { () throws(StorageError) in
             try db.update("UPDATE transactions SET account_id = $1 WHERE transaction_id = $2", [.text(accountID), .text(transactionID)])
         }
     }
 
     func update(_ t: StoreTransaction) throws(BillingError) {
+        log?.revenue.transactionIDs.append(t.transactionID)
         try run { () throws(StorageError) in
             try db.update(
                 "UPDATE transactions SET expires_time_ms = $1, revocation_time_ms = $2, revocation_reason = $3, signed_time_ms = $4, "
@@ -279,6 +283,7 @@ struct SQLLedger<DB: SQLExecutor>: PurchaseLedger {
     }
 
     func put(_ r: RenewalState) throws(BillingError) {
+        log?.revenue.originalTransactionIDs.append(r.originalTransactionID)
         try run { () throws(StorageError) in
             try db.update("DELETE FROM renewals WHERE original_transaction_id = $1", [.text(r.originalTransactionID)])
             try db.update(
@@ -835,6 +840,8 @@ struct SQLLedger<DB: SQLExecutor>: PurchaseLedger {
 final class LedgerLog {
     var orders: [Order] = []
     var events = 0
+    /// What Revenue reads that the job changed.
+    var revenue = RevenueChanges()
 }
 
 /// The ledger's statements, built once (a generic type cannot hold stored statics). Values are always bound.

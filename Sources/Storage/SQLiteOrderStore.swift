@@ -29,6 +29,7 @@ public final class SQLiteOrderStore: OrderStore {
     private let cache = OrderCache()
     /// Told after commits that appended events (the feed's followers).
     private let listener = FeedNotifier()
+    private let revenueListener = RevenueNotifier()
     private let checkpointer: Checkpointer
 
     /// Opens (creating if needed) and migrates the database at `path`.
@@ -227,7 +228,7 @@ public final class SQLiteOrderStore: OrderStore {
         _ body: @escaping @Sendable (any PurchaseLedger) throws(BillingError) -> T,
         completion: @escaping @Sendable (Result<T, BillingError>) -> Void
     ) {
-        let cache = self.cache, listener = self.listener
+        let cache = self.cache, listener = self.listener, revenueListener = self.revenueListener
         let job = WriteJob(
             body: { db throws(JobFailure) in
                 let log = LedgerLog()
@@ -239,10 +240,11 @@ public final class SQLiteOrderStore: OrderStore {
                     throw JobFailure(error)
                 }
                 // Once durable: every order change goes through the cache before the caller hears of it.
-                let changed = log.orders, appended = log.events
+                let changed = log.orders, appended = log.events, revenue = log.revenue
                 return {
                     for order in changed { cache.written(order) }
                     if appended > 0 { listener.notify() }
+                    revenueListener.notify(revenue)
                     completion(.success(value))
                 }
             }, fail: { completion(.failure($0)) })
@@ -264,6 +266,12 @@ public final class SQLiteOrderStore: OrderStore {
     }
 
     public func setEventListener(_ listener: @escaping @Sendable () -> Void) { self.listener.set(listener) }
+
+    @discardableResult
+    public func setRevenueListener(_ listener: @escaping @Sendable (RevenueChanges) -> Void) -> Bool {
+        revenueListener.set(listener)
+        return true
+    }
 
     public func isReachable() -> Bool { true }
 

@@ -343,10 +343,6 @@ enum Schema {
             DROP INDEX audit_entries_operator;
             DROP INDEX audit_entries_method;
             """,
-            // 17: Revenue's export reads an environment's transactions by purchase time, page by page.
-            """
-            CREATE INDEX transactions_purchase_time ON transactions (environment, purchase_time_ms, transaction_id);
-            """,
         ]
     }
 }

@@ -54,7 +54,16 @@ public struct Fraction: Sendable, Equatable, CustomStringConvertible {
 
     /// `amount` times this fraction, rounded once, half away from zero, to a whole number.
     public func times(_ amount: Int64) -> Int64 {
-        (self * Fraction(amount)).rounded
+        // Without reducing first: the product of a reduced rate and an amount fits 128 bits by far; only when it
+        // would not, the reduced product.
+        let (n, overflow) = numerator.multipliedReportingOverflow(by: Int128(amount))
+        if overflow { return (self * Fraction(amount)).rounded }
+        let m = Self.magnitude(n), d = denominator
+        let (twice, o2) = m.multipliedReportingOverflow(by: 2)
+        if o2 { return (self * Fraction(amount)).rounded }
+        let q = (twice + d) / (2 * d)
+        let signed: Int128 = n < 0 ? -q : q
+        return signed > Int128(Int64.max) ? .max : signed < Int128(Int64.min) ? .min : Int64(signed)
     }
 
     /// Rounded half away from zero.

@@ -82,7 +82,8 @@ public struct RevenueFilter: Sendable, Equatable {
 /// (docs/REVENUE.md): fed every store transaction of the environment (`add`), then asked for series and summaries.
 /// Pure: no clock, no database; the instant "now" is an argument.
 public struct RevenueBook: Sendable {
-    let settings: RevenueSettings
+    /// The rates and commission the next answers use (replaced when the rates file is read again).
+    public var settings: RevenueSettings
 
     /// Compact transactions; strings interned.
     struct Tx: Sendable {
@@ -102,12 +103,18 @@ public struct RevenueBook: Sendable {
         var storefront: Int32
         /// Index into `chains` for auto-renewable subscriptions, else -1.
         var chain: Int32
+        /// Counted; false once a newer view of it no longer counts (kept in place: positions do not move).
+        var live: Bool
     }
 
     var txs: [Tx] = []
     var strings: [String] = []
     var stringIDs: [String: Int32] = [:]
     var chainIDs: [String: Int32] = [:]
+    /// Each transaction's index in `txs`.
+    var positions: [String: Int32] = [:]
+    /// Per chain: its live transactions' indexes, oldest first (ties by transaction id).
+    var members: [[Int32]] = []
     /// Per chain: the first paid transaction's purchase time (Int64.max when none) and the grace period's end.
     var firstPaid: [Int64] = []
     var graceEnd: [Int64] = []
@@ -116,7 +123,7 @@ public struct RevenueBook: Sendable {
         self.settings = settings
     }
 
-    public var transactionCount: Int { txs.count }
+    public var transactionCount: Int { txs.count { $0.live } }
 
     mutating func intern(_ s: String) -> Int32 {
         if let id = stringIDs[s] { return id }
@@ -126,10 +133,16 @@ public struct RevenueBook: Sendable {
         return id
     }
 
-    /// Takes one transaction: only what Revenue counts is kept (bought from a store, owned by an account,
-    /// `OWNERSHIP_PURCHASED`); `graceEndMs` is its subscription's billing grace period end, 0 when none.
-    public mutating func add(_ t: StoreTransaction, accountID: String, graceEndMs: Int64 = 0) {
-        guard Self.counts(t, accountID: accountID) else { return }
+    /// Takes one transaction, new or a newer view of one already taken (a refund, a renewal's expiry, a transfer):
+    /// only what Revenue counts is kept (bought from a store, owned by an account, `OWNERSHIP_PURCHASED`); one that
+    /// no longer counts is dropped. `graceEndMs` is its subscription's billing grace period end, 0 when none (nil:
+    /// leave the subscription's as it is).
+    public mutating func add(_ t: StoreTransaction, accountID: String, graceEndMs: Int64? = 0) {
+        let existing = positions[t.transactionID]
+        guard Self.counts(t, accountID: accountID) else {
+            if let p = existing, txs[Int(p)].live { drop(Int(p)) }
+            return
+        }
         let subscription = t.productKind == .autoRenewableSubscription
         var chain: Int32 = -1
         if subscription {
@@ -140,17 +153,57 @@ public struct RevenueBook: Sendable {
                 chainIDs[t.originalTransactionID] = chain
                 firstPaid.append(.max)
                 graceEnd.append(0)
+                members.append([])
             }
-            if t.price.priceMilliunits > 0 { firstPaid[Int(chain)] = min(firstPaid[Int(chain)], t.purchaseTimeMs) }
-            graceEnd[Int(chain)] = max(graceEnd[Int(chain)], graceEndMs)
+            if let graceEndMs { graceEnd[Int(chain)] = graceEndMs }
         }
-        txs.append(
-            Tx(
-                transactionID: t.transactionID, purchase: t.purchaseTimeMs, expires: t.expiresTimeMs, revocation: t.revocationTimeMs,
-                price: t.price.priceMilliunits, paid: t.paidMilliunits, percentage: Int32(clamping: t.revocationPercentage),
-                revocationType: t.revocationType, store: t.store, trial: t.price.priceMilliunits == 0 && !t.price.offerType.isEmpty,
-                subscription: subscription, product: intern(t.productID), currency: intern(t.price.currency),
-                storefront: intern(t.price.storefront), chain: chain))
+        let tx = Tx(
+            transactionID: t.transactionID, purchase: t.purchaseTimeMs, expires: t.expiresTimeMs, revocation: t.revocationTimeMs,
+            price: t.price.priceMilliunits, paid: t.paidMilliunits, percentage: Int32(clamping: t.revocationPercentage),
+            revocationType: t.revocationType, store: t.store, trial: t.price.priceMilliunits == 0 && !t.price.offerType.isEmpty,
+            subscription: subscription, product: intern(t.productID), currency: intern(t.price.currency),
+            storefront: intern(t.price.storefront), chain: chain, live: true)
+        if let p = existing {
+            if txs[Int(p)].live { drop(Int(p)) }
+            txs[Int(p)] = tx
+            join(Int(p))
+        } else {
+            positions[t.transactionID] = Int32(txs.count)
+            txs.append(tx)
+            join(txs.count - 1)
+        }
+    }
+
+    /// A subscription's billing grace period end changed (its renewal state).
+    public mutating func setGrace(originalTransactionID: String, endMs: Int64) {
+        guard let c = chainIDs[originalTransactionID] else { return }
+        graceEnd[Int(c)] = endMs
+    }
+
+    /// Puts transaction `i` (live) into its subscription, in purchase order.
+    mutating func join(_ i: Int) {
+        let t = txs[i]
+        guard t.chain >= 0 else { return }
+        let c = Int(t.chain)
+        var at = members[c].count
+        while at > 0 {
+            let o = txs[Int(members[c][at - 1])]
+            if o.purchase < t.purchase || (o.purchase == t.purchase && o.transactionID < t.transactionID) { break }
+            at -= 1
+        }
+        members[c].insert(Int32(i), at: at)
+        if t.price > 0 { firstPaid[c] = min(firstPaid[c], t.purchase) }
+    }
+
+    /// Takes transaction `i` out of the numbers.
+    mutating func drop(_ i: Int) {
+        txs[i].live = false
+        let c = Int(txs[i].chain)
+        guard c >= 0 else { return }
+        members[c].removeAll { $0 == Int32(i) }
+        var first = Int64.max
+        for m in members[c] where txs[Int(m)].price > 0 { first = min(first, txs[Int(m)].purchase) }
+        firstPaid[c] = first
     }
 
     /// Money and counts take only store transactions bought by their owner.
@@ -224,49 +277,108 @@ public struct RevenueBook: Sendable {
         let target = currency ?? settings.reportingCurrency
         var s = RevenueSummary(currency: target)
         var unconverted: [String: Int64] = [:]
-        func take(_ metric: RevenueMetric, _ at: [Int64]) -> Int64 {
-            var acc = Accumulator(count: 1, book: self, dimension: .none, currency: target)
-            stocks(metric, at: at, filter: RevenueFilter(), into: &acc)
-            if metric == .mrr { for (k, v) in acc.unconverted { unconverted[k, default: 0] += v } }
-            return acc.result(dimension: .none).series[0].values[0]
+        var converter = Converter(rates: settings.rates, target: target, strings: strings)
+        // At the instant: each subscription's current transaction, found by purchase time in its ordered members
+        // (the same rule as `stocks`, one instant).
+        for (c, chain) in members.enumerated() where !chain.isEmpty {
+            var lo = 0, hi = chain.count
+            while lo < hi {
+                let mid = (lo + hi) / 2
+                if txs[Int(chain[mid])].purchase <= asOfMs { lo = mid + 1 } else { hi = mid }
+            }
+            guard lo > 0 else { continue }
+            let t = txs[Int(chain[lo - 1])]
+            guard asOfMs < accessEnd(t, chain: c, last: lo == chain.count) else { continue }
+            if t.trial { s.activeTrials += 1 }
+            guard t.price > 0 else { continue }
+            s.activeSubscriptions += 1
+            let (key, monthly) = Self.monthlyClass(purchaseMs: t.purchase, expiresMs: t.expires)
+            let (v, left) = converter.convert(t.paid, currency: t.currency, day: CivilDate.day(ofMs: t.purchase), extraKey: key, extra: monthly)
+            s.mrr += v ?? 0
+            if left != 0 { unconverted[strings[Int(t.currency)], default: 0] += left }
         }
-        s.mrr = take(.mrr, [asOfMs])
-        s.activeSubscriptions = Int(take(.activeSubscriptions, [asOfMs]))
-        s.activeTrials = Int(take(.activeTrials, [asOfMs]))
         s.activeGrants = activeGrants
-        let window = RevenuePeriods(bounds: [asOfMs - 30 * CivilDate.dayMs, asOfMs])
-        for metric in [RevenueMetric.gross, .net] {
-            var acc = Accumulator(count: 1, book: self, dimension: .none, currency: target)
-            flows(metric, periods: window, filter: RevenueFilter(), into: &acc)
-            let v = acc.result(dimension: .none).series[0].values[0]
-            if metric == .gross {
-                s.grossLast30Days = v
-                for (k, u) in acc.unconverted { unconverted[k, default: 0] += u }
-            } else {
-                s.netLast30Days = v
+        // The 30 days before: GROSS and REFUNDS in one pass (NET = GROSS - REFUNDS).
+        let from = asOfMs - 30 * CivilDate.dayMs
+        var refunds: Int64 = 0
+        for t in txs where t.live && t.paid > 0 {
+            if t.purchase >= from && t.purchase < asOfMs {
+                let (v, left) = converter.convert(t.paid, currency: t.currency, day: CivilDate.day(ofMs: t.purchase), extraKey: 0, extra: .one)
+                s.grossLast30Days += v ?? 0
+                if left != 0 { unconverted[strings[Int(t.currency)], default: 0] += left }
+            }
+            if t.revocation >= from && t.revocation < asOfMs && t.revocation > 0 && Self.isRefund(t.revocationType),
+                let share = Self.refundedShare(t.revocationType, t.percentage, revoked: true),
+                let f = converter.factor(currency: t.currency, day: CivilDate.day(ofMs: t.revocation), extraKey: 0, extra: .one)
+            {
+                refunds += (f * share).times(t.paid)
             }
         }
+        s.netLast30Days = s.grossLast30Days - refunds
         s.unconverted = unconverted.filter { $0.value != 0 }
         _ = nowMs
         return s
     }
 
-    func passes(_ t: Tx, _ filter: RevenueFilter) -> Bool {
-        if let store = filter.store, t.store != store { return false }
-        if let product = filter.productID, strings[Int(t.product)] != product { return false }
-        return true
+    /// A filter with its product as an interned id (-2: a product the book has never seen, matching nothing).
+    struct Match {
+        var store: Store?
+        var product: Int32?
+        init(_ filter: RevenueFilter, _ book: RevenueBook) {
+            store = filter.store
+            product = filter.productID.map { book.stringIDs[$0] ?? -2 }
+        }
+        func passes(_ t: Tx) -> Bool {
+            if let store, t.store != store { return false }
+            if let product, t.product != product { return false }
+            return true
+        }
+    }
+
+    /// Converts amounts for one answer: each (currency, day, extra factor) pair's combined factor computed once.
+    struct Converter {
+        let rates: ExchangeRates
+        let target: String
+        let strings: [String]
+        var cache: [Int64: Fraction?] = [:]
+
+        /// `amount` x `extra` in the reporting currency, or nil with what was left out; `extraKey` names `extra`
+        /// among the few this answer uses (below 2^10).
+        mutating func convert(_ amount: Int64, currency: Int32, day: Int64, extraKey: Int64, extra: Fraction) -> (Int64?, Int64) {
+            guard let f = factor(currency: currency, day: day, extraKey: extraKey, extra: extra) else { return (nil, extra.times(amount)) }
+            return (f.times(amount), 0)
+        }
+
+        /// The day's rate times `extra`, or nil without a rate.
+        mutating func factor(currency: Int32, day: Int64, extraKey: Int64, extra: Fraction) -> Fraction? {
+            let key = Int64(currency) << 44 | extraKey << 34 | (day & 0x3_FFFF_FFFF)
+            if let cached = cache[key] { return cached }
+            let f = rates.factor(from: strings[Int(currency)], to: target, day: day).map { $0 * extra }
+            cache[key] = f
+            return f
+        }
+    }
+
+    /// The commission's kept share of a transaction's store and tier, and its key for the converter.
+    func kept(_ t: Tx, _ table: inout [Int64: Fraction]) -> (Int64, Fraction) {
+        let key = Int64(t.store.rawValue) << 1 | (isLater(t) ? 1 : 0)
+        if let f = table[key] { return (key + 1, f) }
+        let f = settings.commission.kept(t.store, later: isLater(t))
+        table[key] = f
+        return (key + 1, f)
     }
 
     /// GROSS, REFUNDS, NET, PROCEEDS and REFUNDED_TRANSACTIONS: by the day the money moved.
     func flows(_ metric: RevenueMetric, periods: RevenuePeriods, filter: RevenueFilter, into acc: inout Accumulator) {
-        let rates = settings.rates, target = acc.currency
-        for t in txs where passes(t, filter) {
+        var converter = Converter(rates: settings.rates, target: acc.currency, strings: strings)
+        var keptTable: [Int64: Fraction] = [:]
+        let match = Match(filter, self)
+        for t in txs where t.live && match.passes(t) {
             let known = t.price > 0 || t.trial
             guard known else { continue }
-            let kept: Fraction = metric == .proceeds ? settings.commission.kept(t.store, later: isLater(t)) : .one
-            let currency = strings[Int(t.currency)]
+            let (keptKey, kept): (Int64, Fraction) = metric == .proceeds ? self.kept(t, &keptTable) : (0, .one)
             if metric != .refunds && metric != .refundedTransactions, let k = periods.index(of: t.purchase), t.paid > 0 {
-                let (v, left) = Self.convert(t.paid, kept, currency: currency, day: CivilDate.day(ofMs: t.purchase), into: target, rates: rates)
+                let (v, left) = converter.convert(t.paid, currency: t.currency, day: CivilDate.day(ofMs: t.purchase), extraKey: keptKey, extra: kept)
                 acc.add(t, k, v, leftOut: left)
             }
             guard metric != .gross, t.revocation > 0, Self.isRefund(t.revocationType), let k = periods.index(of: t.revocation) else { continue }
@@ -275,23 +387,19 @@ public struct RevenueBook: Sendable {
                 continue
             }
             guard let share = Self.refundedShare(t.revocationType, t.percentage, revoked: true), t.paid > 0 else { continue }
-            let (v, left) = Self.convert(
-                t.paid, share * kept, currency: currency, day: CivilDate.day(ofMs: t.revocation), into: target, rates: rates)
+            // The refunded share is the transaction's own: applied to the cached factor.
+            let v: Int64?, left: Int64
+            if let f = converter.factor(currency: t.currency, day: CivilDate.day(ofMs: t.revocation), extraKey: keptKey, extra: kept) {
+                (v, left) = ((f * share).times(t.paid), 0)
+            } else {
+                (v, left) = (nil, (share * kept).times(t.paid))
+            }
             acc.add(t, k, v.map { -$0 }, leftOut: -left, negate: metric == .refunds)
         }
     }
 
     /// The transactions of each subscription, oldest first (ties by transaction id).
-    func chains() -> [[Int]] {
-        var byChain = [[Int]](repeating: [], count: firstPaid.count)
-        for (i, t) in txs.enumerated() where t.chain >= 0 { byChain[Int(t.chain)].append(i) }
-        for c in byChain.indices where byChain[c].count > 1 {
-            byChain[c].sort { a, b in
-                txs[a].purchase != txs[b].purchase ? txs[a].purchase < txs[b].purchase : txs[a].transactionID < txs[b].transactionID
-            }
-        }
-        return byChain
-    }
+    func chains() -> [[Int32]] { members }
 
     /// When paid access through transaction `i` (of chain `c`, `last` when no later one) ends: its expiry, or the
     /// grace period's end that follows the newest one, cut short by its revocation.
@@ -304,7 +412,6 @@ public struct RevenueBook: Sendable {
 
     /// ACTIVE_SUBSCRIPTIONS, ACTIVE_TRIALS, MRR at each instant of `at` (non-decreasing).
     func stocks(_ metric: RevenueMetric, at: [Int64], filter: RevenueFilter, into acc: inout Accumulator) {
-        let rates = settings.rates, target = acc.currency
         func firstIndex(atOrAfter v: Int64) -> Int {
             var lo = 0, hi = at.count
             while lo < hi {
@@ -313,20 +420,21 @@ public struct RevenueBook: Sendable {
             }
             return lo
         }
+        var converter = Converter(rates: settings.rates, target: acc.currency, strings: strings)
+        let match = Match(filter, self)
         for (c, chain) in chains().enumerated() {
             for (j, i) in chain.enumerated() {
-                let t = txs[i]
+                let t = txs[Int(i)]
                 let paid = t.price > 0
-                guard passes(t, filter), metric == .activeTrials ? t.trial : paid else { continue }
+                guard match.passes(t), metric == .activeTrials ? t.trial : paid else { continue }
                 let last = j == chain.count - 1
-                let until = min(last ? Int64.max : txs[chain[j + 1]].purchase, accessEnd(t, chain: c, last: last))
+                let until = min(last ? Int64.max : txs[Int(chain[j + 1])].purchase, accessEnd(t, chain: c, last: last))
                 guard until > t.purchase else { continue }
                 let from = firstIndex(atOrAfter: t.purchase), to = firstIndex(atOrAfter: until)
                 guard from < to else { continue }
                 if metric == .mrr {
-                    let (v, left) = Self.convert(
-                        t.paid, Self.monthly(purchaseMs: t.purchase, expiresMs: t.expires), currency: strings[Int(t.currency)],
-                        day: CivilDate.day(ofMs: t.purchase), into: target, rates: rates)
+                    let (key, monthly) = Self.monthlyClass(purchaseMs: t.purchase, expiresMs: t.expires)
+                    let (v, left) = converter.convert(t.paid, currency: t.currency, day: CivilDate.day(ofMs: t.purchase), extraKey: key, extra: monthly)
                     acc.addRange(t, from, to, v, leftOut: left)
                 } else {
                     acc.addRange(t, from, to, 1, leftOut: 0)
@@ -336,37 +444,46 @@ public struct RevenueBook: Sendable {
     }
 
     /// A subscription period's price made monthly: D = days between purchase and expiry, rounded.
-    public static func monthly(purchaseMs: Int64, expiresMs: Int64) -> Fraction {
+    public static func monthly(purchaseMs: Int64, expiresMs: Int64) -> Fraction { monthlyClass(purchaseMs: purchaseMs, expiresMs: expiresMs).1 }
+
+    static let monthlyFactors = [Fraction(52, 12), .one, Fraction(1, 2), Fraction(1, 3), Fraction(1, 6), Fraction(1, 12)]
+
+    /// The period table's row (1 to 6, the converter's key) and its factor.
+    static func monthlyClass(purchaseMs: Int64, expiresMs: Int64) -> (Int64, Fraction) {
         let span = max(0, expiresMs - purchaseMs)
         let d = (span + CivilDate.dayMs / 2) / CivilDate.dayMs
+        let row: Int
         switch d {
-        case ...8: return Fraction(52, 12)
-        case ...35: return .one
-        case ...65: return Fraction(1, 2)
-        case ...100: return Fraction(1, 3)
-        case ...200: return Fraction(1, 6)
-        default: return Fraction(1, 12)
+        case ...8: row = 0
+        case ...35: row = 1
+        case ...65: row = 2
+        case ...100: row = 3
+        case ...200: row = 4
+        default: row = 5
         }
+        return (Int64(row + 1), monthlyFactors[row])
     }
 
     /// NEW_SUBSCRIPTIONS, TRIAL_STARTS, TRIAL_CONVERSIONS, CHURNED_SUBSCRIPTIONS: one per subscription.
     func chainEvents(_ metric: RevenueMetric, periods: RevenuePeriods, filter: RevenueFilter, nowMs: Int64, into acc: inout Accumulator) {
+        let match = Match(filter, self)
+        func passes(_ t: Tx, _: RevenueFilter) -> Bool { match.passes(t) }
         for (c, chain) in chains().enumerated() where !chain.isEmpty {
-            let firstPaidIndex = chain.firstIndex { txs[$0].price > 0 }
+            let firstPaidIndex = chain.firstIndex { txs[Int($0)].price > 0 }
             switch metric {
             case .newSubscriptions, .trialConversions:
                 guard let f = firstPaidIndex else { continue }
-                if metric == .trialConversions && !chain[..<f].contains(where: { txs[$0].trial }) { continue }
-                let t = txs[chain[f]]
+                if metric == .trialConversions && !chain[..<f].contains(where: { txs[Int($0)].trial }) { continue }
+                let t = txs[Int(chain[f])]
                 if passes(t, filter), let k = periods.index(of: t.purchase) { acc.add(t, k, 1, leftOut: 0) }
             case .trialStarts:
-                let t = txs[chain[0]]
+                let t = txs[Int(chain[0])]
                 if t.trial, passes(t, filter), let k = periods.index(of: t.purchase) { acc.add(t, k, 1, leftOut: 0) }
             case .churnedSubscriptions:
-                guard let l = chain.lastIndex(where: { txs[$0].price > 0 }) else { continue }
-                let t = txs[chain[l]]
+                guard let l = chain.lastIndex(where: { txs[Int($0)].price > 0 }) else { continue }
+                let t = txs[Int(chain[l])]
                 let end = accessEnd(t, chain: c, last: l == chain.count - 1)
-                guard end <= nowMs, !chain.contains(where: { txs[$0].purchase >= end }) else { continue }
+                guard end <= nowMs, !chain.contains(where: { txs[Int($0)].purchase >= end }) else { continue }
                 if passes(t, filter), let k = periods.index(of: end) { acc.add(t, k, 1, leftOut: 0) }
             default: continue
             }
