@@ -19,8 +19,10 @@ public final class RevenueService: Sendable {
     public enum Limits {
         /// Reports computed at once.
         public static let concurrent = 2
+        /// Exports at once (apart from the reports: a long export does not hold up a dashboard).
+        public static let concurrentExports = 2
         /// Rows one export page reads.
-        public static let pageRows = 5000
+        public static let pageRows = 10_000
         /// Bytes one chunk carries (about).
         public static let chunkBytes = 64 * 1024
         /// Bytes the export may leave unsent before it waits for the client.
@@ -34,6 +36,7 @@ public final class RevenueService: Sendable {
     let clock: any WallClock
     let settingsBox: Mutex<RevenueSettings>
     let running = Atomic<Int>(0)
+    let exporting = Atomic<Int>(0)
     let index: RevenueIndex
 
     public init(store: any OrderStore, settings: RevenueSettings, clock: any WallClock = SystemClock()) {
@@ -53,27 +56,27 @@ public final class RevenueService: Sendable {
 
     public func register(in router: inout Router) {
         router.register(Self.getRevenueSummary, GetRevenueSummaryRequest.self, on: .pool(Self.pool)) { [self] context, request, responder in
-            admitted(responder.fail) { summary(context, request, responder) }
+            admitted(running, Limits.concurrent, responder.fail) { summary(context, request, responder) }
         }
         router.register(Self.getRevenueSeries, GetRevenueSeriesRequest.self, on: .pool(Self.pool)) { [self] context, request, responder in
-            admitted(responder.fail) { series(context, request, responder) }
+            admitted(running, Limits.concurrent, responder.fail) { series(context, request, responder) }
         }
         router.registerServerStreaming(Self.exportTransactions, ExportTransactionsRequest.self, on: .pool(Self.pool)) {
             [self] context, request, writer in
-            admitted({ writer.finish($0) }) { export(context, request, writer) }
+            admitted(exporting, Limits.concurrentExports, { writer.finish($0) }) { export(context, request, writer) }
         }
     }
 
-    /// Runs `body` when fewer than `Limits.concurrent` reports run, else refuses with OVERLOADED.
-    func admitted(_ refuse: (RPCError) -> Void, _ body: () -> Void) {
-        guard running.add(1, ordering: .acquiringAndReleasing).newValue <= Limits.concurrent else {
-            running.subtract(1, ordering: .acquiringAndReleasing)
+    /// Runs `body` when fewer than `limit` calls of its kind run (`count`), else refuses with OVERLOADED.
+    func admitted(_ count: borrowing Atomic<Int>, _ limit: Int, _ refuse: (RPCError) -> Void, _ body: () -> Void) {
+        guard count.add(1, ordering: .acquiringAndReleasing).newValue <= limit else {
+            count.subtract(1, ordering: .acquiringAndReleasing)
             return refuse(
                 RPCError(
-                    code: .resourceExhausted, message: "\(Limits.concurrent) revenue reports are being computed; retry later",
-                    reason: .overloaded, metadata: ["limit": String(Limits.concurrent)]))
+                    code: .resourceExhausted, message: "\(limit) revenue calls of this kind are running; retry later",
+                    reason: .overloaded, metadata: ["limit": String(limit)]))
         }
-        defer { running.subtract(1, ordering: .acquiringAndReleasing) }
+        defer { count.subtract(1, ordering: .acquiringAndReleasing) }
         body()
     }
 

@@ -175,7 +175,9 @@ extension PGConnection {
     /// Sends what this transaction changed for Revenue to the other replicas (delivered at COMMIT), once per batch.
     func notifyRevenue() throws(StorageError) {
         guard !pendingRevenue.isEmpty else { return }
-        _ = try query("SELECT pg_notify($1, $2)", [.text(RevenueSQL.channel), .text(pendingRevenue.payload)], { _ in () })
+        for payload in pendingRevenue.payloads {
+            _ = try query("SELECT pg_notify($1, $2)", [.text(RevenueSQL.channel), .text(payload)], { _ in () })
+        }
         pendingRevenue = RevenueChanges()
     }
 }

@@ -6,12 +6,22 @@ extension SQLLedger {
     func revenueTransactions(
         environment: StoreEnvironment, _ visit: (StoreTransaction, String, Int64) -> Void
     ) throws(BillingError) {
-        try run { () throws(StorageError) in
-            // The rows are handed on as they are read; the array of Void the query answers takes no memory.
-            _ = try db.query(RevenueSQL.counted, [.int(Int64(environment.rawValue))]) { r -> Void in
-                let owned = Self.decode(r)
-                visit(owned.transaction, owned.accountID, r.int64(27))
+        // In pages along the primary key: PostgreSQL hands a statement's whole result over at once (a million rows
+        // held at once cost about 650 MiB); each page's rows are handed on, then dropped.
+        var after = ""
+        while true {
+            var last: String?, count = 0
+            try run { () throws(StorageError) in
+                _ = try db.query(RevenueSQL.countedPage, [.int(Int64(environment.rawValue)), .text(after), .int(Int64(RevenueSQL.pageRows))]) {
+                    r -> Void in
+                    let owned = Self.decode(r)
+                    visit(owned.transaction, owned.accountID, r.int64(27))
+                    last = owned.transaction.transactionID
+                    count += 1
+                }
             }
+            guard count == RevenueSQL.pageRows, let last else { return }
+            after = last
         }
     }
 
@@ -96,7 +106,9 @@ enum RevenueSQL {
         + LedgerSQL.transactionColumns.split(separator: ",").map { "t." + $0.trimmingCharacters(in: " ") }.joined(separator: ", ")
         + ", COALESCE(r.grace_period_expires_ms, 0) FROM transactions t LEFT JOIN renewals r ON r.original_transaction_id = t.original_transaction_id"
 
-    static let counted = select + " WHERE t.environment = $1 AND " + countedCondition(prefix: "t.")
+    static let pageRows = 50_000
+    static let countedPage =
+        select + " WHERE t.environment = $1 AND " + countedCondition(prefix: "t.") + " AND t.transaction_id > $2 ORDER BY t.transaction_id LIMIT $3"
 
     static let exportPage =
         "SELECT \(LedgerSQL.transactionColumns) FROM transactions WHERE transaction_id > $1 AND environment = $2 AND purchase_time_ms >= $3"

@@ -130,4 +130,17 @@ struct RevenueTests {
         #expect(RevenueBook.monthly(purchaseMs: 0, expiresMs: 183 * d) == Fraction(1, 6))
         #expect(RevenueBook.monthly(purchaseMs: 0, expiresMs: 365 * d) == Fraction(1, 12))
     }
+
+    @Test("what a commit changed travels to other replicas in notices under 8000 bytes, and back")
+    func notices() {
+        let ids = (0..<2000).map { "tx-\($0)-\(String(repeating: "x", count: 20))" }
+        let changes = RevenueChanges(transactionIDs: ids + ids, originalTransactionIDs: ["o1", "o2"])
+        let payloads = changes.payloads
+        #expect(payloads.count > 1 && payloads.allSatisfy { $0.utf8.count <= 7900 })
+        let back = payloads.map(RevenueChanges.init(payload:))
+        #expect(Set(back.flatMap(\.transactionIDs)) == Set(ids))
+        #expect(Set(back.flatMap(\.originalTransactionIDs)) == ["o1", "o2"])
+        #expect(RevenueChanges(transactionIDs: ["a,b"]).payloads == ["*"])
+        #expect(RevenueChanges(payload: "*").all && RevenueChanges.everything.payloads == ["*"])
+    }
 }

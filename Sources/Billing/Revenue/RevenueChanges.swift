@@ -15,13 +15,20 @@ public struct RevenueChanges: Sendable, Equatable {
 
     public static let everything = RevenueChanges(all: true)
 
-    /// The NOTIFY payload other replicas read: `t:` ids and `r:` ids, comma-separated, or `*` (PostgreSQL allows
-    /// 8000 bytes).
-    public var payload: String {
-        if all { return "*" }
-        let text = (transactionIDs.map { "t:" + $0 } + originalTransactionIDs.map { "r:" + $0 }).joined(separator: ",")
-        return text.utf8.count > 7900 || transactionIDs.contains(where: { $0.contains(",") })
-            || originalTransactionIDs.contains(where: { $0.contains(",") }) ? "*" : text
+    /// The NOTIFY payloads other replicas read: `t:` ids and `r:` ids, comma-separated, each under PostgreSQL's
+    /// 8000 bytes (as many notices as that takes); `*` when an id holds a comma (or for `all`).
+    public var payloads: [String] {
+        if all || (transactionIDs + originalTransactionIDs).contains(where: { $0.contains(",") || $0.utf8.count > 1000 }) { return ["*"] }
+        var out: [String] = [], current = ""
+        for part in Set(transactionIDs).map({ "t:" + $0 }) + Set(originalTransactionIDs).map({ "r:" + $0 }) {
+            if !current.isEmpty && current.utf8.count + part.utf8.count + 1 > 7900 {
+                out.append(current)
+                current = ""
+            }
+            current += current.isEmpty ? part : "," + part
+        }
+        if !current.isEmpty { out.append(current) }
+        return out
     }
 
     public init(payload: String) {
