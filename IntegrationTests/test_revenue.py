@@ -796,3 +796,18 @@ def test_the_numbers_follow_every_commit_on_every_replica(backend, tmp_path):
         if b is not a:
             b.stop()
         a.stop()
+
+
+def test_connect_json_speaks_revenue(books):
+    import httpx
+    r = httpx.post(f"http://{books.server.address}/billing.v1.Revenue/GetRevenueSeries",
+                   json={"metric": "REVENUE_METRIC_GROSS", "startTimeMs": str(START), "endTimeMs": str(END),
+                         "granularity": "GRANULARITY_MONTH", "groupBy": "REVENUE_DIMENSION_STORE"}, timeout=30)
+    assert r.status_code == 200, r.text
+    body = r.json()
+    grpc_answer = ask(books, pb.REVENUE_METRIC_GROSS, pb.GRANULARITY_MONTH, pb.REVENUE_DIMENSION_STORE)
+    assert body["currency"] == "USD"
+    assert [s["group"] for s in body["series"]] == [s.group for s in grpc_answer.series]
+    assert [int(p.get("value", "0")) for p in body["series"][0]["points"]] == [p.value for p in grpc_answer.series[0].points]
+    bad = httpx.post(f"http://{books.server.address}/billing.v1.Revenue/GetRevenueSeries", json={"metric": "REVENUE_METRIC_GROSS"}, timeout=10)
+    assert bad.status_code == 400 and bad.json()["code"] == "invalid_argument"

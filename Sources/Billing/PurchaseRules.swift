@@ -347,6 +347,13 @@ public enum PurchaseRules {
             next.revocationPercentage = t.revocationPercentage
         }
         next.upgraded = old.upgraded || t.upgraded
+        // A view that carries price facts fills them in for a transaction first recorded without any (an app
+        // receipt): what it paid then counts in Revenue. Facts already known are never rewritten.
+        if old.price.priceMilliunits == 0 && old.price.offerType.isEmpty && old.price.currency.isEmpty,
+            t.price.priceMilliunits > 0 || !t.price.offerType.isEmpty
+        {
+            next.price = t.price
+        }
         guard next != old else { return owned }
         var merged = owned
         merged.transaction = next

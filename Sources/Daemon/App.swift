@@ -282,15 +282,14 @@ public final class App: Sendable {
         registry.gauge("billingd_rpc_in_flight", help: "Calls being handled, over every protocol (gRPC, Connect, gRPC-Web).") { Double(server.inFlightCount) }
         registry.gauge("billingd_connections", help: "Open HTTP/2 connections.") { Double(server.connectionCount) }
         let gauges = revenueGauges
-        for store in ["APP_STORE", "GOOGLE_PLAY"] {
-            registry.gauge(
-                "billingd_active_subscriptions", help: "Paid-active subscriptions in production (Revenue's definition), refreshed each minute.",
-                labels: [("store", store)]
-            ) { Double(gauges.values.withLock { $0.subscriptions[store] ?? 0 }) }
-            registry.gauge(
-                "billingd_active_trials", help: "Subscriptions in a free trial in production, refreshed each minute.", labels: [("store", store)]
-            ) { Double(gauges.values.withLock { $0.trials[store] ?? 0 }) }
-        }
+        let revenueStores = ["APP_STORE", "GOOGLE_PLAY"]
+        registry.gauges(
+            "billingd_active_subscriptions", help: "Paid-active subscriptions in production (Revenue's definition), refreshed each minute.",
+            labels: ["store"]
+        ) { gauges.values.withLock { g in revenueStores.map { ([$0], Double(g.subscriptions[$0] ?? 0)) } } }
+        registry.gauges(
+            "billingd_active_trials", help: "Subscriptions in a free trial in production, refreshed each minute.", labels: ["store"]
+        ) { gauges.values.withLock { g in revenueStores.map { ([$0], Double(g.trials[$0] ?? 0)) } } }
         registry.gauge(
             "billingd_mrr_milliunits", help: "Monthly recurring revenue in production, milliunits of --reporting-currency, refreshed each minute.",
             labels: [("currency", configuration.reportingCurrency)]

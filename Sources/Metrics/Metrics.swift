@@ -36,6 +36,16 @@ public final class MetricsRegistry: Sendable {
         return g
     }
 
+    /// A gauge of several label sets, all read when scraped: one HELP and TYPE line, one series per row.
+    @discardableResult
+    public func gauges(
+        _ name: String, help: String, labels: [String], read: @escaping @Sendable () -> [(labelValues: [String], value: Double)]
+    ) -> GaugeSeries {
+        let g = GaugeSeries(name: name, help: help, labels: labels, read: read)
+        add(g)
+        return g
+    }
+
     /// A counter whose value something else keeps (read when scraped).
     @discardableResult
     public func counter(_ name: String, help: String, read: @escaping @Sendable () -> Double) -> Gauge {
@@ -154,6 +164,25 @@ public final class Gauge: MetricFamily {
 
     func render(into out: inout String) {
         out += "# HELP \(name) \(help)\n# TYPE \(name) \(type)\n\(series(name, labels.map(\.0), labels.map(\.1))) \(format(read()))\n"
+    }
+}
+
+/// Values of several label sets read when scraped, under one family.
+public final class GaugeSeries: MetricFamily {
+    let name: String, help: String
+    let labels: [String]
+    let read: @Sendable () -> [(labelValues: [String], value: Double)]
+
+    init(name: String, help: String, labels: [String], read: @escaping @Sendable () -> [(labelValues: [String], value: Double)]) {
+        self.name = name
+        self.help = help
+        self.labels = labels
+        self.read = read
+    }
+
+    func render(into out: inout String) {
+        out += "# HELP \(name) \(help)\n# TYPE \(name) gauge\n"
+        for row in read() { out += "\(series(name, labels, row.labelValues)) \(format(row.value))\n" }
     }
 }
 

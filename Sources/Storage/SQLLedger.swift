@@ -126,11 +126,14 @@ struct SQLLedger<DB: SQLExecutor>: PurchaseLedger {
         try run { () throws(StorageError) in
             try db.update(
                 "UPDATE transactions SET expires_time_ms = $1, revocation_time_ms = $2, revocation_reason = $3, signed_time_ms = $4, "
-                    + "upgraded = $5, revocation_type = $6, revocation_percentage = $7, ownership = $8 WHERE transaction_id = $9",
+                    + "upgraded = $5, revocation_type = $6, revocation_percentage = $7, ownership = $8, price_milliunits = $9, "
+                    + "currency = $10, storefront = $11, offer_id = $12, offer_type = $13 WHERE transaction_id = $14",
                 [
                     .int(t.expiresTimeMs), .int(t.revocationTimeMs), t.revocationReason.map { .int(Int64($0)) } ?? .null,
                     .int(t.signedTimeMs), .int(t.upgraded ? 1 : 0), .int(Int64(t.revocationType.rawValue)),
-                    .int(Int64(t.revocationPercentage)), .int(Int64(t.ownership.rawValue)), .text(t.transactionID),
+                    .int(Int64(t.revocationPercentage)), .int(Int64(t.ownership.rawValue)), .int(t.price.priceMilliunits),
+                    .text(t.price.currency), .text(t.price.storefront), .text(t.price.offerID), .text(t.price.offerType),
+                    .text(t.transactionID),
                 ])
         }
     }

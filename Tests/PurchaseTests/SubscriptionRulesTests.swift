@@ -328,6 +328,25 @@ struct SubscriptionRulesTests {
         #expect(s.kinds(after: start) == [.entitlementRevoked])
     }
 
+    @Test("a transaction first recorded without a price takes the price facts a later view carries, once", arguments: Backend.all)
+    func priceFilledIn(_ backend: Backend) throws {
+        let s = Subs(backend)
+        defer { s.store.close() }
+        let o = s.order("pia", "com.example.lifetime")
+        let bare = S.item("p1", "com.example.lifetime", kind: .nonConsumable, token: o.id)  // as an app receipt: no price
+        _ = try s.submit(o.id, bare).get()
+        var priced = bare
+        priced.signedTimeMs += 10
+        priced.price = PriceFacts(priceMilliunits: 4990, currency: "EUR", storefront: "DEU")
+        _ = s.restore("pia", [priced])
+        var other = priced
+        other.signedTimeMs += 10
+        other.price = PriceFacts(priceMilliunits: 1, currency: "USD")
+        _ = s.restore("pia", [other])
+        let h: Result<[OwnedTransaction], BillingError> = wait { s.store.history(accountID: "pia", after: nil, limit: 10, completion: $0) }
+        #expect(try h.get().map(\.transaction.price) == [priced.price])
+    }
+
     @Test("prorated refunds refund part of a consumable order; a full refund all of it", arguments: Backend.all)
     func proratedConsumable(_ backend: Backend) throws {
         let s = Subs(backend)
