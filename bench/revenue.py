@@ -4,7 +4,7 @@ GetRevenueSummary and ExportTransactions of a million rows (rows/s, billingd's p
 with --postgres URL).
 
     bench/revenue.py [--binary .build/release/billingd] [--transactions 1000000] [--accounts 100000] [--runs 20]
-                     [--postgres postgres://postgres@127.0.0.1:26111/billing] [--keep DIR]
+                     [--postgres postgres://postgres@127.0.0.1:26111/billing [--postgres-only]] [--keep DIR]
 
 The table: --accounts accounts, about 60% of the rows in auto-renewable chains (weekly, monthly, yearly; App Store
 and Google Play; USD, EUR, JPY, GBP, and CHF without a rate; trials, refunds, grace), the rest one-time purchases,
@@ -270,6 +270,7 @@ def main():
     p.add_argument("--runs", type=int, default=20)
     p.add_argument("--postgres", help="also on PostgreSQL: a server URL whose database may be created and dropped")
     p.add_argument("--keep", help="keep the work folder here")
+    p.add_argument("--postgres-only", action="store_true", help="with --postgres: skip the SQLite run")
     args = p.parse_args()
     if args.runs < 1 or args.runs > 1000:
         sys.exit("--runs: 1 to 1000")
@@ -277,7 +278,8 @@ def main():
     os.makedirs(work, exist_ok=True)
     stubs(work)
     try:
-        bench(f"sqlite:{work}/billing.db", args, work, "SQLite")
+        if not args.postgres_only:
+            bench(f"sqlite:{work}/billing.db", args, work, "SQLite")
         if args.postgres:
             name = f"bench_revenue_{os.getpid()}"
             subprocess.run(["psql", args.postgres, "-X", "-q", "-c", f"CREATE DATABASE {name}"], check=True)
