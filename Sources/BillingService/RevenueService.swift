@@ -22,7 +22,7 @@ public final class RevenueService: Sendable {
         /// Exports at once (apart from the reports: a long export does not hold up a dashboard).
         public static let concurrentExports = 2
         /// Rows one export page reads.
-        public static let pageRows = 10_000
+        public static let pageRows = 5000
         /// Bytes one chunk carries (about).
         public static let chunkBytes = 64 * 1024
         /// Bytes the export may leave unsent before it waits for the client.
