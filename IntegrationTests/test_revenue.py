@@ -811,3 +811,45 @@ def test_connect_json_speaks_revenue(books):
     assert [int(p.get("value", "0")) for p in body["series"][0]["points"]] == [p.value for p in grpc_answer.series[0].points]
     bad = httpx.post(f"http://{books.server.address}/billing.v1.Revenue/GetRevenueSeries", json={"metric": "REVENUE_METRIC_GROSS"}, timeout=10)
     assert bad.status_code == 400 and bad.json()["code"] == "invalid_argument"
+
+
+def test_the_rates_file_is_read_again_on_sighup(tmp_path):
+    import signal as sig
+    rates = tmp_path / "rates.csv"
+    rates.write_text("Date,USD,\n2026-11-02,1.1000,\n")
+    server = Billingd("--dev", "--exchange-rates", str(rates), db_dir=str(tmp_path))
+    try:
+        server.stop()
+        con = sqlite3.connect(str(tmp_path / "billing.db"), isolation_level=None)
+        names = [c.strip() for c in TX_COLUMNS.split(",")]
+        row = next(r for r in example_rows() if r["transaction_id"] == "ex-cal-1")  # 2 x 0.990 GBP on 11-04
+        con.execute(f"INSERT INTO transactions ({TX_COLUMNS}) VALUES ({', '.join('?' * 27)})", tuple(row[n] for n in names))
+        con.close()
+        server.start()
+        req = pb.GetRevenueSeriesRequest(metric=pb.REVENUE_METRIC_GROSS, start_time_ms=ms(datetime(2026, 11, 1)),
+                                         end_time_ms=ms(datetime(2026, 12, 1)), granularity=pb.GRANULARITY_MONTH)
+        with server.channel() as ch:
+            revenue = pb_grpc.RevenueStub(ch)
+
+            def gross():
+                r = revenue.GetRevenueSeries(req, timeout=10)
+                return r.series[0].points[0].value, {m.currency: m.milliunits for m in r.unconverted}
+
+            assert gross() == (0, {"GBP": 1980})      # no GBP rate yet
+            rates.write_text("Date,USD,GBP,\n2026-11-02,1.1000,0.8000,\n")
+            server.proc.send_signal(sig.SIGHUP)
+            deadline = time.time() + 10
+            while gross() != (2723, {}):
+                assert time.time() < deadline, gross()
+                time.sleep(0.05)
+            # A file that no longer parses changes nothing; the reason is logged.
+            rates.write_text("Date,USD,GBP,\n2026-11-02,1.1000,zero,\n")
+            server.proc.send_signal(sig.SIGHUP)
+            deadline = time.time() + 10
+            while "exchange rates not reloaded" not in server.log():
+                assert time.time() < deadline, server.log()[-2000:]
+                time.sleep(0.05)
+            assert gross() == (2723, {})
+            assert "line 2" in server.log()
+    finally:
+        server.stop()
