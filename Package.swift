@@ -34,9 +34,10 @@ let package = Package(
         .systemLibrary(name: "CCurl", pkgConfig: "libcurl", providers: [.apt(["libcurl4-openssl-dev"])]),
 
         // Pure Swift layers.
+        .target(name: "Lifecycle", exclude: ["README.md"], swiftSettings: strict),
         .target(name: "ProtoWire", exclude: ["README.md"], swiftSettings: strict),
         .target(name: "Metrics", exclude: ["README.md"], swiftSettings: safe),
-        .target(name: "RPC", dependencies: ["ProtoWire"], exclude: ["README.md"], swiftSettings: hotPath),
+        .target(name: "RPC", dependencies: ["Lifecycle", "ProtoWire"], exclude: ["README.md"], swiftSettings: hotPath),
         .target(name: "BillingAPI", dependencies: ["ProtoWire"], swiftSettings: safe),
         .target(name: "ProtoJSON", dependencies: ["ProtoWire"], exclude: ["README.md"], swiftSettings: safe),
         .target(name: "Billing", exclude: ["README.md"], swiftSettings: safe),
@@ -44,31 +45,35 @@ let package = Package(
         .target(name: "AppStoreAPI", dependencies: ["AppStore", "Crypto", "ProtoWire"], exclude: ["README.md"], swiftSettings: strict),
         .target(name: "GooglePlayAPI", dependencies: ["AppStore", "Crypto", "ProtoWire"], exclude: ["README.md"], swiftSettings: strict),
         .target(
-            name: "BillingService", dependencies: ["Billing", "BillingAPI", "RPC", "ProtoWire", "AppStore", "AppStoreAPI", "GooglePlayAPI", "Crypto"],
+            name: "BillingService",
+            dependencies: ["Lifecycle", "Billing", "BillingAPI", "RPC", "ProtoWire", "AppStore", "AppStoreAPI", "GooglePlayAPI", "Crypto"],
             exclude: ["README.md"],
             swiftSettings: strict),
 
         // Wrappers around C.
         .target(name: "Crypto", dependencies: ["COpenSSL"], exclude: ["README.md"], swiftSettings: strict),
-        .target(name: "IO", dependencies: ["COpenSSL", "CSystem"], exclude: ["README.md"], swiftSettings: hotPath),
-        .target(name: "HTTP2", dependencies: ["IO", "CNGHTTP2", "CMicroHTTPD", "CSystem", "RPC", "ProtoWire"], exclude: ["README.md"], swiftSettings: hotPath),
-        .target(name: "HTTPClient", dependencies: ["IO", "CCurl", "CSystem"], exclude: ["README.md"], swiftSettings: strict),
-        .target(name: "AppStoreHTTP", dependencies: ["AppStoreAPI", "AppStore", "HTTPClient"], exclude: ["README.md"], swiftSettings: strict),
+        .target(name: "IO", dependencies: ["Lifecycle", "COpenSSL", "CSystem"], exclude: ["README.md"], swiftSettings: hotPath),
         .target(
-            name: "GooglePlayHTTP", dependencies: ["GooglePlayAPI", "HTTPClient", "IO", "Crypto", "ProtoWire"], exclude: ["README.md"],
+            name: "HTTP2", dependencies: ["Lifecycle", "IO", "CNGHTTP2", "CMicroHTTPD", "CSystem", "RPC", "ProtoWire"], exclude: ["README.md"],
+            swiftSettings: hotPath),
+        .target(name: "HTTPClient", dependencies: ["Lifecycle", "IO", "CCurl", "CSystem"], exclude: ["README.md"], swiftSettings: strict),
+        .target(name: "AppStoreHTTP", dependencies: ["Lifecycle", "AppStoreAPI", "AppStore", "HTTPClient"], exclude: ["README.md"], swiftSettings: strict),
+        .target(
+            name: "GooglePlayHTTP", dependencies: ["Lifecycle", "GooglePlayAPI", "HTTPClient", "IO", "Crypto", "ProtoWire"], exclude: ["README.md"],
             swiftSettings: strict),
         .target(name: "Gzip", dependencies: ["CZlib"], exclude: ["README.md"], swiftSettings: strict),
-        .target(name: "Connect", dependencies: ["Gzip", "HTTP2", "RPC", "ProtoJSON", "ProtoWire"], exclude: ["README.md"], swiftSettings: strict),
+        .target(name: "Connect", dependencies: ["Lifecycle", "Gzip", "HTTP2", "RPC", "ProtoJSON", "ProtoWire"], exclude: ["README.md"], swiftSettings: strict),
         .target(
-            name: "Webhooks", dependencies: ["Billing", "BillingService", "ProtoJSON", "HTTPClient", "Crypto"], exclude: ["README.md"],
+            name: "Webhooks", dependencies: ["Lifecycle", "Billing", "BillingService", "ProtoJSON", "HTTPClient", "Crypto"], exclude: ["README.md"],
             swiftSettings: strict),
-        .target(name: "HTTPFront", dependencies: ["HTTP2", "IO", "RPC"], exclude: ["README.md"], swiftSettings: strict),
-        .target(name: "Storage", dependencies: ["CSQLite", "CLibPQ", "Billing", "Crypto"], exclude: ["README.md"], swiftSettings: strict),
+        .target(name: "HTTPFront", dependencies: ["Lifecycle", "HTTP2", "IO", "RPC"], exclude: ["README.md"], swiftSettings: strict),
+        .target(name: "Storage", dependencies: ["Lifecycle", "CSQLite", "CLibPQ", "Billing", "Crypto"], exclude: ["README.md"], swiftSettings: strict),
 
         .target(
             name: "Daemon",
             dependencies: [
-                "Connect", "HTTP2", "HTTPFront", "IO", "ProtoJSON", "RPC", "ProtoWire", "Billing", "BillingService", "Storage", "AppStore", "AppStoreAPI",
+                "Connect", "HTTP2", "HTTPFront", "IO", "Lifecycle", "ProtoJSON", "RPC", "ProtoWire", "Billing", "BillingService", "Storage", "AppStore",
+                "AppStoreAPI",
                 "AppStoreHTTP", "Crypto",
                 "Metrics", "HTTPClient", "Webhooks", "GooglePlayAPI", "GooglePlayHTTP",
             ],
@@ -82,7 +87,8 @@ let package = Package(
         .executableTarget(
             name: "billingctl",
             dependencies: [
-                "HTTP2", "RPC", "BillingAPI", "ProtoWire", "AppStore", "AppStoreAPI", "AppStoreHTTP", "Crypto", "ProtoJSON", "HTTPClient", "GooglePlayAPI",
+                "HTTP2", "Lifecycle", "RPC", "BillingAPI", "ProtoWire", "AppStore", "AppStoreAPI", "AppStoreHTTP", "Crypto", "ProtoJSON", "HTTPClient",
+                "GooglePlayAPI",
                 "GooglePlayHTTP",
             ],
             swiftSettings: strict),
@@ -91,29 +97,36 @@ let package = Package(
         .testTarget(
             name: "ProtoWireTests", dependencies: ["TestSupport", "ProtoWire", "BillingAPI", "RPC"], exclude: ["golden.json"],
             swiftSettings: strict),
+        .testTarget(name: "LifecycleTests", dependencies: ["Lifecycle"], swiftSettings: strict),
         .testTarget(name: "RPCTests", dependencies: ["RPC", "ProtoWire"], swiftSettings: strict),
         .testTarget(name: "ProtoJSONTests", dependencies: ["TestSupport", "ProtoJSON", "ProtoWire"], swiftSettings: strict),
         .testTarget(
-            name: "BillingTests", dependencies: ["TestSupport", "Billing", "BillingService", "BillingAPI", "RPC", "ProtoWire", "AppStoreAPI", "Crypto"],
+            name: "BillingTests",
+            dependencies: ["Lifecycle", "TestSupport", "Billing", "BillingService", "BillingAPI", "RPC", "ProtoWire", "AppStoreAPI", "Crypto"],
             swiftSettings: strict),
         .testTarget(
             name: "AppStoreTests", dependencies: ["TestSupport", "AppStore", "Crypto", "ProtoWire"], exclude: ["corpus"], swiftSettings: strict),
         .testTarget(
             name: "PurchaseTests",
-            dependencies: ["TestSupport", "Billing", "BillingService", "AppStore", "Crypto", "Storage", "AppStoreAPI", "BillingAPI", "RPC", "ProtoWire"],
+            dependencies: [
+                "Lifecycle", "TestSupport", "Billing", "BillingService", "AppStore", "Crypto", "Storage", "AppStoreAPI", "BillingAPI", "RPC", "ProtoWire",
+            ],
             swiftSettings: strict),
         .testTarget(
-            name: "StorageTests", dependencies: ["TestSupport", "Storage", "Billing", "BillingService", "BillingAPI", "RPC", "ProtoWire", "Crypto"],
+            name: "StorageTests",
+            dependencies: ["Lifecycle", "TestSupport", "Storage", "Billing", "BillingService", "BillingAPI", "RPC", "ProtoWire", "Crypto"],
             exclude: ["Upgrade"], swiftSettings: strict),
-        .testTarget(name: "AppStoreAPITests", dependencies: ["AppStoreAPI", "AppStoreHTTP", "Crypto"], swiftSettings: strict),
+        .testTarget(name: "AppStoreAPITests", dependencies: ["Lifecycle", "AppStoreAPI", "AppStoreHTTP", "Crypto"], swiftSettings: strict),
         .testTarget(
-            name: "GooglePlayTests", dependencies: ["GooglePlayAPI", "GooglePlayHTTP", "Crypto", "HTTPClient", "ProtoWire"],
+            name: "GooglePlayTests", dependencies: ["Lifecycle", "GooglePlayAPI", "GooglePlayHTTP", "Crypto", "HTTPClient", "ProtoWire"],
             swiftSettings: strict),
-        .testTarget(name: "WebhooksTests", dependencies: ["Webhooks", "Billing", "Storage", "Crypto", "ProtoJSON"], swiftSettings: strict),
+        .testTarget(name: "WebhooksTests", dependencies: ["Lifecycle", "Webhooks", "Billing", "Storage", "Crypto", "ProtoJSON"], swiftSettings: strict),
         .testTarget(name: "HTTPFrontTests", dependencies: ["TestSupport", "HTTPFront", "HTTP2", "HTTPClient"], swiftSettings: strict),
         .testTarget(
             name: "ServerTests",
-            dependencies: ["TestSupport", "Daemon", "HTTP2", "CNGHTTP2", "RPC", "Billing", "BillingService", "BillingAPI", "Storage", "ProtoWire"],
+            dependencies: [
+                "Lifecycle", "TestSupport", "Daemon", "HTTP2", "CNGHTTP2", "RPC", "Billing", "BillingService", "BillingAPI", "Storage", "ProtoWire",
+            ],
             swiftSettings: strict),
     ],
     swiftLanguageModes: [.v6]

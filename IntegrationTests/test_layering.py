@@ -23,6 +23,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # have (yet) is fine.
 LAYERS = [
     ("C system libraries", {"CNGHTTP2", "COpenSSL", "CSystem", "CLibPQ", "CSQLite", "CMicroHTTPD", "CZlib", "CCurl"}),
+    ("the lifecycle kit: workers, services, waits, the monotonic clock", {"Lifecycle"}),
     ("the lowest wrappers: event loops, sockets, TLS; gzip", {"IO", "Gzip"}),
     ("pure leaves", {"ProtoWire", "Metrics", "Billing", "TestSupport"}),
     ("wire messages, the RPC core, OpenSSL, proto3 JSON", {"RPC", "BillingAPI", "Crypto", "ProtoJSON"}),
@@ -40,7 +41,7 @@ TEST_RANK = len(LAYERS)
 C_TARGETS = LAYERS[0][1]
 # DESIGN.md's "may use C" modules, with IO, Gzip, HTTPClient, AppStoreHTTP and GooglePlayHTTP.
 WRAPPERS = {"IO", "Gzip", "Crypto", "HTTP2", "HTTPClient", "HTTPFront", "Storage", "AppStoreHTTP", "GooglePlayHTTP"}
-PURE = {"ProtoWire", "Metrics", "RPC", "BillingAPI", "Billing", "AppStore", "BillingService"}
+PURE = {"Lifecycle", "ProtoWire", "Metrics", "RPC", "BillingAPI", "Billing", "AppStore", "BillingService"}
 TRANSPORTS = {"IO", "HTTP2", "HTTPClient", "HTTPFront", "AppStoreHTTP", "GooglePlayHTTP", "Connect"}
 BILLING = {"Billing", "BillingAPI", "BillingService"}
 

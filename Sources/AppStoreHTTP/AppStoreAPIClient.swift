@@ -1,8 +1,8 @@
 public import AppStoreAPI
 import AppStore
-import Dispatch
 import Glibc
 import HTTPClient
+import Lifecycle
 
 /// The App Store Server API client on the outbound `HTTPClient` (HTTP/2 by ALPN over OpenSSL, the server's
 /// certificate and host name verified, connections kept and reused on the client's event loop), ES256 bearer
@@ -14,7 +14,7 @@ public final class AppStoreAPIClient: AppStoreServerAPI {
     public let configuration: AppStoreAPIConfiguration
     private let token: APIToken
     private let client: HTTPClient
-    private let slots: DispatchSemaphore
+    private let slots: Signal
     private let bases: [AppStoreAPIEnvironment: String]
     private let observe: AppStoreAPIObserver
 
@@ -25,7 +25,7 @@ public final class AppStoreAPIClient: AppStoreServerAPI {
     {
         self.configuration = configuration
         token = APIToken(configuration.credentials)
-        slots = DispatchSemaphore(value: max(1, configuration.maxInFlight))
+        slots = Signal(max(1, configuration.maxInFlight))
         var bases: [AppStoreAPIEnvironment: String] = [:]
         var cleartext = false
         for environment in AppStoreAPIEnvironment.allCases {
@@ -194,7 +194,7 @@ public final class AppStoreAPIClient: AppStoreServerAPI {
         query: [(String, String)] = [], body: [UInt8] = [], expectJSON: Bool = true
     ) throws(AppStoreAPIError) -> JSONValue {
         let base = bases[environment]!
-        guard slots.wait(timeout: .now() + .seconds(configuration.attemptTimeoutSeconds)) == .success else {
+        guard slots.wait(timeout: .seconds(configuration.attemptTimeoutSeconds)) else {
             throw .unavailable("\(configuration.maxInFlight) calls already in flight")
         }
         defer { slots.signal() }
@@ -205,7 +205,7 @@ public final class AppStoreAPIClient: AppStoreServerAPI {
         var attempt = 0
         while attempt < max(1, configuration.maxAttempts) {
             attempt += 1
-            let started = DispatchTime.now().uptimeNanoseconds
+            let started = Monotonic.now()
             let bearer: String
             do { bearer = try token.token() } catch { throw .rejected(status: 0, code: 0, message: "cannot sign the API token: \(error)") }
             var headers = [("authorization", "Bearer " + bearer), ("accept", "application/json"), ("user-agent", "billingd")]
@@ -217,12 +217,12 @@ public final class AppStoreAPIClient: AppStoreServerAPI {
             case .success(let response):
                 answer = response
             case .failure(let error):
-                observe(name, environment, 0, Double(DispatchTime.now().uptimeNanoseconds &- started) / 1e9)
+                observe(name, environment, 0, Monotonic.seconds(since: started))
                 last = .unavailable("\(base): \(error)")
                 if attempt < configuration.maxAttempts { backoff(attempt: attempt, retryAfter: nil) }
                 continue
             }
-            observe(name, environment, answer.status, Double(DispatchTime.now().uptimeNanoseconds &- started) / 1e9)
+            observe(name, environment, answer.status, Monotonic.seconds(since: started))
             let status = answer.status
             switch status {
             case 200..<300:

@@ -3,6 +3,7 @@ public import Billing
 import BillingAPI
 import ProtoWire
 public import RPC
+import Lifecycle
 
 /// billing.admin.v1.Admin: reconciliation on demand, order-id lookups for support staff, test
 /// notifications, and the support calls of AdminService+Support.swift (renewal-date extensions, Set App Account

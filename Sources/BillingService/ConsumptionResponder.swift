@@ -1,6 +1,7 @@
 public import AppStoreAPI
 public import Billing
 import Dispatch
+import Lifecycle
 
 /// `--consumption-answers auto`: a CONSUMPTION_REQUEST notification (a customer asked Apple to refund a
 /// consumable) is answered through Send Consumption Information (v2) from what billingd knows:

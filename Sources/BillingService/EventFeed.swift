@@ -3,6 +3,7 @@ import BillingAPI
 import Foundation
 public import RPC
 import Synchronization
+import Lifecycle
 
 /// WatchEvents: each watcher first reads its backlog from the store itself, then goes live; live events
 /// come from one reader per process (`pump`), woken by the store after commits (PostgreSQL: by LISTEN,

@@ -2,6 +2,7 @@ import BillingAPI
 import Foundation
 public import RPC
 import Synchronization
+import Lifecycle
 
 /// grpc.health.v1.Health as its own service beside Billing: Check answers on the loop from `HealthState`
 /// (no I/O), Watch streams changes. Kubernetes gRPC probes and grpc-health-probe call it.
@@ -71,9 +72,10 @@ public final class HealthState: Sendable {
 
     /// Every `pollSeconds` while anyone watches: tell watchers whose status changed (database up or down).
     private func startPolling() {
-        let thread = Thread { [self] in
+        let worker = Worker(name: "health-watch")
+        worker.start { [self] worker in
             while true {
-                Thread.sleep(forTimeInterval: pollSeconds)
+                worker.pause(.milliseconds(Int(pollSeconds * 1000)))
                 let stopped = watchers.withLock { list -> Bool in
                     list.removeAll { $0.writer.isDone }
                     for i in list.indices {
@@ -92,8 +94,6 @@ public final class HealthState: Sendable {
                 }
             }
         }
-        thread.name = "health-watch"
-        thread.start()
     }
 
     /// The services Check knows: "" is the whole server.

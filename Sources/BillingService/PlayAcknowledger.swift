@@ -1,8 +1,8 @@
 public import Billing
-import Dispatch
 import Foundation
 public import GooglePlayAPI
 import Synchronization
+import Lifecycle
 
 /// Acknowledges (and, for consumables, consumes) every Google Play purchase billingd recorded as paid, from the
 /// queue the recording wrote (`PlayAcknowledgement`), until Google has it: failures are retried with backoff
@@ -19,11 +19,7 @@ public final class PlayAcknowledger: Sendable {
     /// Called with the count of purchases over 48 hours unacknowledged, at most every 15 minutes while there are any.
     private let onOverdue: @Sendable (Int) -> Void
     private let lastOverdueWarning = Atomic<Int64>(0)
-    private let stopping = Atomic<Bool>(false)
-    private let wake = DispatchSemaphore(value: 0)
-    private let wakePending = Atomic<Bool>(false)
-    private let finished = DispatchSemaphore(value: 0)
-    private let started = Atomic<Bool>(false)
+    private let worker = Worker(name: "play-ack")
     private let oldCount = Atomic<Int>(0)
 
     /// Queued over this long ago and not acknowledged: the warning threshold (Google refunds at 72 hours).
@@ -45,27 +41,21 @@ public final class PlayAcknowledger: Sendable {
     public var oldUnacknowledged: Int { oldCount.load(ordering: .relaxed) }
 
     public func start() {
-        guard !started.exchange(true, ordering: .relaxed) else { return }
-        let thread = Thread { [self] in
-            while !stopping.load(ordering: .acquiring) {
+        worker.start { [self] worker in
+            while !worker.isStopping {
                 let busy = pass()
-                if !busy { sleep(milliseconds: 5_000) }
+                if !busy { worker.pause(.seconds(5)) }
             }
-            finished.signal()
         }
-        thread.name = "billingd-play-ack"
-        thread.start()
     }
 
     /// A purchase was recorded: look at the queue now.
-    public func poke() {
-        if !wakePending.exchange(true, ordering: .acquiringAndReleasing) { wake.signal() }
-    }
+    public func poke() { worker.wake() }
 
+    /// Ends the loop after the attempt in flight (its outcome is stored); waits at most 15 s for it.
     public func stop() {
-        stopping.store(true, ordering: .releasing)
-        wake.signal()
-        if started.load(ordering: .relaxed) { _ = finished.wait(timeout: .now() + 15) }
+        worker.beginStop()
+        _ = worker.waitStopped(until: Monotonic.after(.seconds(15)))
     }
 
     /// One pass over what is due; true when it worked through a full batch (more may wait).
@@ -89,7 +79,7 @@ public final class PlayAcknowledger: Sendable {
             lastOverdueWarning.store(nowMs, ordering: .relaxed)
             onOverdue(old)
         }
-        for item in due where !stopping.load(ordering: .acquiring) {
+        for item in due where !worker.isStopping {
             let (updated, outcome, error) = attempt(item)
             let saved: Result<Void, BillingError> = Blocking.wait { done in
                 store.write(abandoned: { false }, { ledger throws(BillingError) in try ledger.updateAcknowledgement(updated) }, completion: done)
@@ -153,10 +143,5 @@ public final class PlayAcknowledger: Sendable {
     /// 5 s doubling to an hour.
     static func backoff(attempts: Int) -> Int64 {
         min(3_600_000, Int64(5_000) << Int64(min(max(0, attempts - 1), 20)))
-    }
-
-    private func sleep(milliseconds: Int) {
-        _ = wake.wait(timeout: .now() + .milliseconds(milliseconds))
-        wakePending.store(false, ordering: .releasing)
     }
 }

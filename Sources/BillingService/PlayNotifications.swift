@@ -1,6 +1,7 @@
 public import Billing
 import Foundation
 import GooglePlayAPI
+import Lifecycle
 
 /// Google Play Real-time developer notifications (`POST /googleplay/rtdn`, after the push token verified): the
 /// Pub/Sub push body decoded, the purchase it names read from the Play Developer API (a notification only says

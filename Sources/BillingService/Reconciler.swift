@@ -1,6 +1,7 @@
 public import AppStoreAPI
 public import Billing
 import Synchronization
+import Lifecycle
 
 /// Reconciliation: notifications the endpoint never received (an outage longer than Apple's retries; the
 /// sandbox never retries) fetched from the App Store Server API's notification history and applied through

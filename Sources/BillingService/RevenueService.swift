@@ -4,6 +4,7 @@ import Foundation
 import ProtoWire
 public import RPC
 import Synchronization
+import Lifecycle
 
 /// billing.v1.Revenue: the numbers finance and product ask for, computed from the transaction record by
 /// DESIGN.md's definitions (Billing's `RevenueBook`; docs/REVENUE.md). Every call runs on the revenue pool: it

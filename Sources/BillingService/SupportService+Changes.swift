@@ -2,6 +2,7 @@ public import Billing
 import BillingAPI
 import ProtoWire
 public import RPC
+import Lifecycle
 
 /// RefundPurchase's store half: asks the store to refund (and, when asked, revoke) a purchase, and answers the
 /// transaction as the store now shows it (revoked), to be recorded as the store's own refund would be. Blocking.

@@ -17,19 +17,22 @@ import Storage
 import HTTPClient
 import GooglePlayHTTP
 public import Webhooks
+import Lifecycle
 
 /// billingd wired together: store, domain, handlers, server. Tests start it in-process.
 public final class App: Sendable {
     public let configuration: Configuration
     public let logger: Logger
     public let health: HealthState
-    private let store: any OrderStore
-    private let server: Server
-    private let metrics: BillingMetrics
-    private let metricsServer: HTTPFront?
-    private let notificationsServer: HTTPFront?
-    private let service: BillingService
-    private let expiryStopped = Atomic<Bool>(false)
+    let store: any OrderStore
+    let server: Server
+    let metrics: BillingMetrics
+    let metricsServer: HTTPFront?
+    let notificationsServer: HTTPFront?
+    let service: BillingService
+    /// What runs until stop: the store, the side listeners, the background workers and the port, started in that
+    /// order by `start` and stopped in reverse by `stop` (nil before `start`).
+    private let services = Mutex<ServiceGroup?>(nil)
     /// The API keys in use (`--api-keys`), swapped whole by `reloadKeys` (SIGHUP); nil without keys.
     private let keyTable: KeyTable?
     /// The router's methods, against which a reloaded key file is checked.
@@ -37,14 +40,14 @@ public final class App: Sendable {
     /// Notification-history reconciliation, when the App Store Server API is configured.
     public let reconciler: Reconciler?
     /// Google Play (`--google-play-*`), nil without a service account.
-    private let googlePlay: GooglePlaySetup?
+    let googlePlay: GooglePlaySetup?
     /// The webhook sender (`--webhook-url`), nil without one.
     public let webhooks: WebhookSender?
     private let reconcileQueue = DispatchQueue(label: "billingd.reconcile")
     /// billing.v1.Revenue; its exchange rates are read again on SIGHUP.
-    private let revenue: RevenueService
+    let revenue: RevenueService
     /// What the revenue gauges show, refreshed once a minute (`startRevenueGauges`).
-    private let revenueGauges = RevenueGaugeValues.Box()
+    let revenueGauges = RevenueGaugeValues.Box()
 
     /// Why billingd could not start: one line for the operator.
     public struct StartError: Error, CustomStringConvertible {
@@ -538,35 +541,6 @@ public final class App: Sendable {
         return result
     }
 
-    /// Google Play's voided purchases at start and every --reconcile-interval, on its own thread, until stop.
-    private func startVoidedReconciliation() {
-        guard let processor = googlePlay?.processor, configuration.reconcileInterval > 0 else { return }
-        let period = configuration.reconcileInterval
-        let metrics = self.metrics, logger = self.logger
-        let thread = Thread { [self] in
-            while !expiryStopped.load(ordering: .relaxed) {
-                GooglePlaySetup.reconcileVoided(processor, metrics: metrics, logger: logger)
-                pauseUnlessStopped(period)
-            }
-        }
-        thread.name = "googleplay-voided"
-        thread.start()
-    }
-
-    /// Reconciles at start and every --reconcile-interval, on its own thread, until stop.
-    private func startReconciliation() {
-        guard reconciler != nil, configuration.reconcileInterval > 0 else { return }
-        let period = configuration.reconcileInterval
-        let thread = Thread { [self] in
-            while !expiryStopped.load(ordering: .relaxed) {
-                reconcile()
-                pauseUnlessStopped(period)
-            }
-        }
-        thread.name = "reconcile"
-        thread.start()
-    }
-
     /// The App Store verifier the flags describe; refuses every proof when none is configured.
     static func proofVerifier(
         _ c: Configuration, logger: Logger,
@@ -624,27 +598,48 @@ public final class App: Sendable {
         logger.log(.info, "rpc", fields)
     }
 
-    /// Binds and serves; returns the bound `HOST:PORT`.
+    /// Starts the service group (store, side listeners, workers, then the port: what starts later may use what
+    /// started before); returns the bound `HOST:PORT`.
     @discardableResult
     public func start() throws(StartError) -> String {
-        let bound: String
+        let bound = Mutex("")
+        let server = self.server, store = self.store, grace = configuration.shutdownGrace
+        var parts: [any Service] = [StoppedBy("store") { store.close() }]
+        if let front = metricsServer { parts.append(StoppedBy("metrics-listen") { front.stop() }) }
+        if let front = notificationsServer { parts.append(StoppedBy("notifications-listen") { front.stop() }) }
+        if let client = googlePlay?.client { parts.append(StoppedBy("google-play-client") { client.shutdown() }) }
+        let workers: [Worker?] = [
+            orderExpiryWorker(), grantExpiryWorker(), reconciliationWorker(), voidedReconciliationWorker(),
+            metricsServer != nil ? revenueGaugesWorker() : nil,
+        ]
+        parts += workers.compactMap { $0 }
+        // Before the store closes: an attempt in flight is ended, its event sent again after the restart.
+        if let sender = webhooks { parts.append(StoppedBy("webhook-sender", start: { sender.start() }) { sender.stop() }) }
+        if let ack = googlePlay?.acknowledger { parts.append(StoppedBy("play-ack", start: { ack.start() }) { ack.stop() }) }
+        if let certs = googlePlay?.rtdn?.fetcher { parts.append(StoppedBy("google-certs", start: { certs.start() }) { certs.stop() }) }
+        parts.append(
+            StoppedBy("listen", start: { try bound.withLock { $0 = try server.start() } }) {
+                server.shutdown(graceSeconds: grace)
+            })
+        let logger = self.logger
+        let group = ServiceGroup(parts) { event in
+            switch event {
+            case .started(let name): logger.log(.debug, "service started", [("service", .string(name))])
+            case .stopped(let name, let ms): logger.log(.debug, "service stopped", [("service", .string(name)), ("duration_ms", .int(ms))])
+            case .stuck(let name): logger.log(.error, "service stuck", [("service", .string(name)), ("detail", .string("did not stop in time; left running"))])
+            case .failed(let name, let error): logger.log(.debug, "service not started", [("service", .string(name)), ("error", .string(error))])
+            }
+        }
+        services.withLock { $0 = group }
         do {
-            bound = try server.start()
+            try group.start(stopDeadline: .seconds(10))
         } catch {
             throw StartError(description: "billingd: --listen: \(error)")
         }
-        if configuration.orderTTL > 0 { startExpiry() }
-        startGrantExpiry()
-        startReconciliation()
-        webhooks?.start()
-        googlePlay?.acknowledger?.start()
-        googlePlay?.rtdn?.fetcher?.start()
-        startVoidedReconciliation()
-        if metricsServer != nil { startRevenueGauges() }
         logger.log(
             .info, "started",
             [
-                ("listen", .string(bound)), ("tls", .bool(configuration.tlsCert != nil)),
+                ("listen", .string(bound.withLock { $0 })), ("tls", .bool(configuration.tlsCert != nil)),
                 ("mutual_tls", .bool(configuration.tlsClientCA != nil)), ("api_keys", .bool(configuration.apiKeys != nil)),
                 ("metrics", .string(metricsServer?.address ?? "off")), ("notifications", .string(notificationsServer?.address ?? "off")),
                 ("version", .string(Daemon.version)),
@@ -653,134 +648,10 @@ public final class App: Sendable {
                 ("threads", .int(configuration.threads)), ("max_message_bytes", .int(configuration.maxMessageBytes)),
                 ("max_connections", .int(configuration.maxConnections)), ("max_in_flight", .int(configuration.maxInFlight)),
             ])
-        return bound
+        return bound.withLock { $0 }
     }
 
     public var port: Int { server.port }
-
-    /// PENDING -> EXPIRED for orders older than --order-ttl, checked every tenth of the TTL (1 s to 60 s).
-    ///
-    /// Order create times are wall-clock milliseconds (shared by replicas, kept across restarts), but the wall
-    /// clock steps (NTP, an operator, a VM resumed): a +1 h step must not expire every order younger than an hour
-    /// while its buyer is paying (SubmitReceipt would then answer ORDER_NOT_PENDING for money taken). So the
-    /// "now" expiry uses never runs ahead of an anchor (a wall time and the monotonic time it was read at) plus the
-    /// monotonic time since: a forward step delays expiry by at most one TTL (harmless), never hastens it; a
-    /// backward step only delays it.
-    private func startExpiry() {
-        let ttlMs = Int64(configuration.orderTTL * 1000)
-        let period = min(60.0, max(1.0, configuration.orderTTL / 10))
-        let store = self.store, logger = self.logger
-        let thread = Thread { [self] in
-            var anchorWall = SystemClock().nowMilliseconds()
-            var anchorMono = ContinuousClock.now
-            var aheadSince: ContinuousClock.Instant?
-            while !expiryStopped.load(ordering: .relaxed) {
-                let wall = SystemClock().nowMilliseconds()
-                let mono = ContinuousClock.now
-                let elapsed = anchorMono.duration(to: mono).components
-                let monotonic = anchorWall + elapsed.seconds * 1000 + elapsed.attoseconds / 1_000_000_000_000_000
-                if wall < monotonic {
-                    // Behind: the wall clock is used as it is (later expiry), and becomes the new anchor.
-                    anchorWall = wall
-                    anchorMono = mono
-                    aheadSince = nil
-                } else if wall - monotonic > 1000 {
-                    // Ahead: once the step is a TTL old (monotonic), every order created before it is really older
-                    // than the TTL, and the orders created since carry the new wall time: trust the wall clock again.
-                    if aheadSince == nil {
-                        aheadSince = mono
-                        logger.log(
-                            .warning, "wall clock stepped ahead of monotonic time: order expiry holds back for one TTL",
-                            [("ahead_ms", .int(Int(wall - monotonic)))])
-                    }
-                    if let since = aheadSince, since.duration(to: mono) >= .milliseconds(ttlMs) {
-                        anchorWall = wall
-                        anchorMono = mono
-                        aheadSince = nil
-                    }
-                } else {
-                    aheadSince = nil
-                }
-                let now = min(
-                    wall,
-                    anchorWall + Int64(anchorMono.duration(to: mono).components.seconds) * 1000
-                        + anchorMono.duration(to: mono).components.attoseconds / 1_000_000_000_000_000)
-                let n = Blocking.wait { done in
-                    store.expire(createdBeforeMs: now - ttlMs, nowMs: now, limit: 1000) { result in
-                        switch result {
-                        case .success(let n): done(n)
-                        case .failure(let e):
-                            logger.log(.warning, "order expiry failed", [("error", .string(e.description))])
-                            done(0)
-                        }
-                    }
-                }
-                if n > 0 { logger.log(.info, "orders expired", [("count", .int(n))]) }
-                if n == 1000 { continue }  // more are due
-                pauseUnlessStopped(period)
-            }
-        }
-        thread.name = "order-expiry"
-        thread.start()
-    }
-
-    /// Every 5 s: each grant past its end writes ENTITLEMENT_EXPIRED (cause grant_expiry) once, whichever replica
-    /// sweeps first (`GrantRules.expireDue`), so an app hears of it within seconds, as of any store expiry.
-    private func startGrantExpiry() {
-        let store = self.store, logger = self.logger
-        let thread = Thread { [self] in
-            while !expiryStopped.load(ordering: .relaxed) {
-                let n = Blocking.wait { done in
-                    store.write(
-                        abandoned: { false },
-                        { ledger throws(BillingError) in
-                            try GrantRules.expireDue(
-                                ledger, context: RuleContext(nowMs: SystemClock().nowMilliseconds(), cause: .grantExpiry, catalog: nil),
-                                limit: 500)
-                        }
-                    ) { result in
-                        switch result {
-                        case .success(let n): done(n)
-                        case .failure(let e):
-                            logger.log(.warning, "grant expiry failed", [("error", .string(e.description))])
-                            done(0)
-                        }
-                    }
-                }
-                if n > 0 { logger.log(.info, "grants expired", [("count", .int(n))]) }
-                if n == 500 { continue }  // more are due
-                pauseUnlessStopped(5)
-            }
-        }
-        thread.name = "grant-expiry"
-        thread.start()
-    }
-
-    /// Every minute (the first at start): the production summary behind the revenue gauges. Only with
-    /// --metrics-listen: nothing else reads them.
-    private func startRevenueGauges() {
-        let revenue = self.revenue, gauges = revenueGauges, logger = self.logger
-        let thread = Thread { [self] in
-            while !expiryStopped.load(ordering: .relaxed) {
-                let now = SystemClock().nowMilliseconds()
-                switch (revenue.summary(environment: .production, asOfMs: now, nowMs: now), revenue.activeByStore(environment: .production, nowMs: now)) {
-                case (.success(let summary), .success(let rows)):
-                    gauges.values.withLock { g in
-                        g.mrr = summary.mrr
-                        for row in rows {
-                            g.subscriptions[row.store] = row.subscriptions
-                            g.trials[row.store] = row.trials
-                        }
-                    }
-                case (.failure(let e), _), (_, .failure(let e)):
-                    logger.log(.warning, "revenue gauges not refreshed", [("error", .string(e.description))])
-                }
-                pauseUnlessStopped(60)
-            }
-        }
-        thread.name = "revenue-gauges"
-        thread.start()
-    }
 
     /// SIGHUP: reads `--exchange-rates` again. A file that does not load changes nothing: the rates in use stay.
     public func reloadExchangeRates() {
@@ -793,15 +664,6 @@ public final class App: Sendable {
             logger.log(.info, "exchange rates reloaded", [("days", .int(rates.dayCount)), ("currencies", .int(rates.currencies.count))])
         } catch {
             logger.log(.error, "exchange rates not reloaded; the rates in use stay", [("error", .string(error.description))])
-        }
-    }
-
-    /// Sleeps `seconds` in tenths, returning early once stop() began (the background loops' wait).
-    private func pauseUnlessStopped(_ seconds: Double) {
-        var waited = 0.0
-        while waited < seconds && !expiryStopped.load(ordering: .relaxed) {
-            Thread.sleep(forTimeInterval: 0.1)
-            waited += 0.1
         }
     }
 
@@ -838,6 +700,9 @@ public final class App: Sendable {
         }
     }
 
+    /// Graceful stop: NOT_SERVING, the feed's watchers ended, then the service group in reverse: GOAWAY and drain up
+    /// to the grace period, the workers joined, the side listeners closed, the database closed last. A part that
+    /// has not stopped 20 s after the grace period is logged ("service stuck") and left behind.
     public func stop() {
         logger.log(
             .info, "draining",
@@ -847,22 +712,27 @@ public final class App: Sendable {
             ])
         health.beginDraining()
         service.feed.shutdown()
-        expiryStopped.store(true, ordering: .relaxed)
-        server.shutdown(graceSeconds: configuration.shutdownGrace)
-        // Before the store closes: an attempt in flight is ended, its event sent again after the restart.
-        webhooks?.stop()
-        googlePlay?.acknowledger?.stop()
-        googlePlay?.rtdn?.fetcher?.stop()
-        googlePlay?.client.shutdown()
-        store.close()
-        metricsServer?.stop()
-        notificationsServer?.stop()
+        let group = services.withLock { $0 }
+        let deadline = Duration.milliseconds(Int((configuration.shutdownGrace + 20) * 1000))
+        let stuck = group?.stop(deadline: deadline) ?? []
+        if group == nil { store.close() }
         var counts: [(String, Logger.LogValue)] = []
         for code in StatusCode.allCases where server.count(of: code) > 0 {
             counts.append(("calls." + code.description, .int(server.count(of: code))))
         }
+        if !stuck.isEmpty { counts.append(("stuck", .string(stuck.joined(separator: ",")))) }
+        logger.stop()
+        // The threads still running besides the caller's: the log writer has stopped, so this line is written at once.
+        counts.append(("threads_left", .string(App.threadNames().joined(separator: ","))))
         logger.log(.info, "stopped", counts)
-        logger.flush()
+    }
+
+    /// The names of this process's threads but the calling one (Linux: /proc/self/task), sorted.
+    static func threadNames() -> [String] {
+        let me = ((try? FileManager.default.destinationOfSymbolicLink(atPath: "/proc/thread-self")) ?? "").split(separator: "/").last.map(String.init)
+        let tasks = (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/task")) ?? []
+        return tasks.filter { $0 != me }.compactMap { try? String(contentsOfFile: "/proc/self/task/\($0)/comm", encoding: .utf8) }
+            .map { $0.trimmingCharacters(in: .whitespacesAndNewlines) }.sorted()
     }
 }
 

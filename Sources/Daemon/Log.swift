@@ -1,6 +1,7 @@
 import Foundation
 import ProtoWire
 import Synchronization
+import Lifecycle
 
 /// Log levels, lowest first.
 public enum LogLevel: String, Sendable, Comparable {
@@ -34,6 +35,8 @@ public final class Logger: Sendable {
     private let droppedTotal = Atomic<Int>(0)
     /// Held while writing, so a flush at exit waits for the background writer's bytes.
     private let writing = Mutex<Void>(())
+    /// Writes the buffered lines every 20 ms.
+    private let writer = Worker(name: "log-writer")
     private let output: Int32
     /// The most bytes of lines waiting for stdout.
     public let maxBufferedBytes: Int
@@ -48,15 +51,14 @@ public final class Logger: Sendable {
         self.level = level
         self.output = output
         self.maxBufferedBytes = maxBufferedBytes
-        let thread = Thread { [self] in
-            while true {
-                usleep(20_000)
-                flush()
-            }
+        writer.start { [self] worker in
+            while worker.pause(.milliseconds(20)) { flush() }
+            flush()
         }
-        thread.name = "log-writer"
-        thread.start()
     }
+
+    /// Ends the writer thread after a last flush; lines logged later are written at once, by the caller.
+    public func stop() { writer.stop() }
 
     /// Writes buffered lines now (shutdown, tests).
     public func flush() {
@@ -99,6 +101,7 @@ public final class Logger: Sendable {
             return true
         }
         if !kept { droppedTotal.add(1, ordering: .relaxed) }
+        if writer.isStopping { flush() }
     }
 
     /// One line of JSON, newline included.

@@ -5,6 +5,7 @@ import HTTP2
 import HTTPFront
 import Metrics
 import ProtoWire
+import Lifecycle
 
 /// `POST /appstore/notifications` (CONFIG.md): statuses, the log line per delivery and the metric.
 /// 200 only once the notification's effect (or the record that it needed none) is durable; 400 with
@@ -52,14 +53,14 @@ struct NotificationEndpoint: Sendable {
         let type = request.header("content-type")?.split(separator: ";").first?.trimmingCharacters(in: .whitespaces).lowercased()
         guard type == "application/json" else { return Self.json(415, ["error": "UNSUPPORTED_MEDIA_TYPE"]) }
         if let reason = unavailable() {
-            record(nil, "unavailable", status: 503, started: DispatchTime.now(), peer: request.peer, reason: reason)
+            record(nil, "unavailable", status: 503, started: Monotonic.now(), peer: request.peer, reason: reason)
             return Self.json(503, ["error": reason], headers: [("retry-after", "5")])
         }
         return nil
     }
 
     func handle(_ request: HTTPRequest, _ respond: @escaping @Sendable (HTTPResponse) -> Void) {
-        let started = DispatchTime.now()
+        let started = Monotonic.now()
         let body = request.body, peer = request.peer
         guard let processor else {
             record(nil, "rejected", status: 400, started: started, peer: peer, reason: unconfiguredReason)
@@ -89,7 +90,7 @@ struct NotificationEndpoint: Sendable {
 
     /// One log line (never the payload) and the metric.
     private func record(
-        _ s: NotificationProcessor.Summary?, _ result: String, status: Int, started: DispatchTime, peer: String,
+        _ s: NotificationProcessor.Summary?, _ result: String, status: Int, started: UInt64, peer: String,
         reason: String? = nil, detail: String? = nil
     ) {
         let type = s.map { Self.knownTypes.contains($0.type) ? $0.type : ($0.type.isEmpty ? "UNKNOWN" : "OTHER") } ?? "UNKNOWN"
@@ -104,7 +105,7 @@ struct NotificationEndpoint: Sendable {
         }
         if let reason { fields.append(("reason", .string(reason))) }
         if let detail { fields.append(("error", .string(String(detail.prefix(300))))) }
-        fields.append(("duration_ms", .millis(DispatchTime.now().uptimeNanoseconds - started.uptimeNanoseconds)))
+        fields.append(("duration_ms", .millis(Monotonic.nanoseconds(since: started))))
         fields.append(("peer", .string(peer)))
         logger.log(status == 200 ? .info : .warning, "notification", fields)
     }

@@ -3,6 +3,7 @@ import Foundation
 import HTTP2
 import Metrics
 import RPC
+import Lifecycle
 
 /// The Prometheus metrics CONFIG.md names, fed by call records, the store and the verifiers.
 final class BillingMetrics: Sendable {
@@ -101,10 +102,10 @@ final class MeasuredOrderStore: OrderStore {
     }
 
     private func timed<T: Sendable>(_ op: [String], _ completion: @escaping @Sendable (T) -> Void) -> @Sendable (T) -> Void {
-        let start = DispatchTime.now().uptimeNanoseconds
+        let start = Monotonic.now()
         let histogram = histogram
         return { value in
-            histogram.observe(Double(DispatchTime.now().uptimeNanoseconds - start) / 1e9, op)
+            histogram.observe(Monotonic.seconds(since: start), op)
             completion(value)
         }
     }

@@ -6,6 +6,7 @@ import HTTP2
 import HTTPClient
 import Metrics
 import Synchronization
+import Lifecycle
 
 /// `POST /googleplay/rtdn` on `--notifications-listen` (CONFIG.md "Google Play"): Pub/Sub push deliveries of
 /// Google Play Real-time developer notifications. 401 without a push token that verifies (RS256 with Google's keys
@@ -31,7 +32,7 @@ struct RTDNEndpoint: Sendable {
     }
 
     func handle(_ request: HTTPRequest, _ respond: @escaping @Sendable (HTTPResponse) -> Void) {
-        let started = DispatchTime.now()
+        let started = Monotonic.now()
         let peer = request.peer
         if case .invalid(let refusal) = verifier.verify(authorization: request.header("authorization")) {
             log(nil, "unauthenticated", status: 401, started: started, peer: peer, detail: refusal.description)
@@ -56,7 +57,7 @@ struct RTDNEndpoint: Sendable {
     }
 
     /// One log line (never the body or the token) and the notifications metric (types from a fixed set).
-    private func log(_ s: PlayNotificationProcessor.Summary?, _ result: String, status: Int, started: DispatchTime, peer: String, detail: String? = nil) {
+    private func log(_ s: PlayNotificationProcessor.Summary?, _ result: String, status: Int, started: UInt64, peer: String, detail: String? = nil) {
         let type = s.map { PlayNotificationProcessor.knownTypes.contains($0.type) ? $0.type : "OTHER" } ?? "UNKNOWN"
         metrics.notifications.inc([type, result])
         var fields: [(String, Logger.LogValue)] = [("source", .string("rtdn")), ("status", .int(status)), ("result", .string(result))]
@@ -67,7 +68,7 @@ struct RTDNEndpoint: Sendable {
             if !s.transactionID.isEmpty { fields.append(("transaction_id", .string(String(s.transactionID.prefix(64))))) }
         }
         if let detail { fields.append(("error", .string(String(detail.prefix(300))))) }
-        fields.append(("duration_ms", .millis(DispatchTime.now().uptimeNanoseconds - started.uptimeNanoseconds)))
+        fields.append(("duration_ms", .millis(Monotonic.nanoseconds(since: started))))
         fields.append(("peer", .string(peer)))
         logger.log(status == 200 ? .info : .warning, "notification", fields)
     }
@@ -80,7 +81,7 @@ final class GoogleKeyFetcher: Sendable {
     private let verifier: GoogleIDTokenVerifier
     private let client: HTTPClient
     private let logger: Logger
-    private let stopped = Atomic<Bool>(false)
+    private let worker = Worker(name: "google-certs")
 
     init(verifier: GoogleIDTokenVerifier, logger: Logger) throws {
         self.verifier = verifier
@@ -89,19 +90,18 @@ final class GoogleKeyFetcher: Sendable {
     }
 
     func start() {
-        let thread = Thread { [self] in
-            while !stopped.load(ordering: .relaxed) {
-                let ok = fetch()
-                for _ in 0..<(ok ? 3600 : 60) where !stopped.load(ordering: .relaxed) { Thread.sleep(forTimeInterval: 1) }
-            }
+        // Hourly, every minute after a failure.
+        worker.start { [self] worker in
+            var ok = true
+            repeat { ok = fetch() } while worker.pause(.seconds(ok ? 3600 : 60))
         }
-        thread.name = "google-certs"
-        thread.start()
     }
 
+    /// Ends the loop; the client's shutdown answers a fetch in flight at once.
     func stop() {
-        stopped.store(true, ordering: .relaxed)
+        worker.beginStop()
         client.shutdown()
+        _ = worker.waitStopped(until: Monotonic.after(.seconds(5)))
     }
 
     private func fetch() -> Bool {

@@ -1,9 +1,9 @@
 import Crypto
-import Dispatch
 import Glibc
 import GooglePlayAPI
 import HTTPClient
 import Synchronization
+import Lifecycle
 
 /// The service account's OAuth 2.0 access token: made by POSTing an RS256 JWT assertion to the key file's
 /// `token_uri` (`grant_type=urn:ietf:params:oauth:grant-type:jwt-bearer&assertion=...`), cached until
@@ -17,7 +17,7 @@ final class AccessTokens: Sendable {
     private let now: @Sendable () -> Int64
     private let cached = Mutex<(token: String, renewAt: Int64)?>(nil)
     /// Held by the one thread refreshing.
-    private let refreshing = DispatchSemaphore(value: 1)
+    private let refreshing = Signal(1)
 
     init(key: ServiceAccountKey, exchange: Exchange, renewBefore: Int64, now: @escaping @Sendable () -> Int64) {
         self.key = key

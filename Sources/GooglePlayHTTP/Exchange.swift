@@ -1,9 +1,9 @@
-import Dispatch
 import Glibc
 import GooglePlayAPI
 import HTTPClient
 import IO
 import Synchronization
+import Lifecycle
 
 /// One call's attempts over the HTTP client: at most `maxInFlight` calls at once, a time-out per attempt, 429,
 /// 5xx and transport failures tried again (up to `maxAttempts` in all) after Retry-After or an exponential
@@ -12,7 +12,7 @@ final class Exchange: Sendable {
     private let client: HTTPClient
     private let configuration: GooglePlayAPIConfiguration
     private let observe: GooglePlayAPIObserver
-    private let slots: DispatchSemaphore
+    private let slots: Signal
     private let sleep: @Sendable (Int) -> Void
 
     init(
@@ -22,7 +22,7 @@ final class Exchange: Sendable {
         self.client = client
         self.configuration = configuration
         self.observe = observe
-        slots = DispatchSemaphore(value: max(1, configuration.maxInFlight))
+        slots = Signal(max(1, configuration.maxInFlight))
         self.sleep = sleep
     }
 
@@ -34,7 +34,7 @@ final class Exchange: Sendable {
         throws(GooglePlayAPIError) -> HTTPClientResponse
     {
         if authorized {
-            guard slots.wait(timeout: .now() + .milliseconds(configuration.attemptTimeoutMilliseconds)) == .success else {
+            guard slots.wait(timeout: .milliseconds(configuration.attemptTimeoutMilliseconds)) else {
                 throw .unavailable("\(endpoint): \(configuration.maxInFlight) calls already in flight")
             }
         }
@@ -69,14 +69,8 @@ final class Exchange: Sendable {
 
     /// One exchange, waited for on this thread (a little past the request's own time-out, which libcurl keeps).
     private func send(_ request: HTTPClientRequest) -> Result<HTTPClientResponse, HTTPClientError> {
-        let answer = Mutex<Result<HTTPClientResponse, HTTPClientError>?>(nil)
-        let ready = DispatchSemaphore(value: 0)
-        client.send(request) { result in
-            answer.withLock { $0 = result }
-            ready.signal()
-        }
-        guard ready.wait(timeout: .now() + .milliseconds(request.timeoutMilliseconds + 2_000)) == .success else { return .failure(.timeout) }
-        return answer.withLock { $0! }
+        Blocking.wait(timeout: .milliseconds(request.timeoutMilliseconds + 2_000)) { done in client.send(request, completion: done) }
+            ?? .failure(.timeout)
     }
 
     private func backoff(attempt: Int, retryAfterSeconds: Int?) {

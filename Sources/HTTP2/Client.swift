@@ -4,6 +4,7 @@ import CSystem
 import Glibc
 public import RPC
 import ProtoWire
+import Lifecycle
 
 /// What a unary call answered, as seen on the wire.
 public struct UnaryResponse: Sendable {

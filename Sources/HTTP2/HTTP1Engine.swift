@@ -2,6 +2,7 @@ import CMicroHTTPD
 import CSystem
 import Glibc
 import IO
+import Lifecycle
 
 /// HTTP/1.x on an event loop, through libmicrohttpd: a daemon with no listening socket and no thread of its
 /// own. The loop hands it the connections it accepted (or, behind TLS, one end of a socketpair), watches

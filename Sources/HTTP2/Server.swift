@@ -4,6 +4,7 @@ import CSystem
 import Glibc
 public import RPC
 import Synchronization
+import Lifecycle
 
 /// How a `Server` listens and what it accepts.
 public struct ServerConfiguration: Sendable {

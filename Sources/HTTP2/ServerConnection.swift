@@ -2,6 +2,7 @@ import IO
 import CNGHTTP2
 import CSystem
 import Glibc
+import Lifecycle
 
 /// One accepted connection: the I/O shell around an `H2ServerSession`. It owns the socket, optional TLS,
 /// the h2c preface sniffing (an HTTP/1.x request gets an HTTP/1.1 answer), writing what the session queues,

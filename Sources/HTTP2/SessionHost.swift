@@ -1,4 +1,5 @@
 import IO
+import Lifecycle
 
 /// Where an `H2ServerSession` runs: the one thread it is confined to, its clock and timers, and how
 /// answers made on other threads reach it. In a server the host is the connection's `EventLoop`; the

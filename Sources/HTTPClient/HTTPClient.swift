@@ -1,7 +1,7 @@
 import CCurl
-import Dispatch
 import IO
 import Synchronization
+import Lifecycle
 
 /// The outbound HTTP client every store API and the webhook sender share: libcurl's multi interface driven by
 /// an IO `EventLoop` of its own (its sockets in the loop's epoll set, its timer on the loop's timers), so one
@@ -63,14 +63,7 @@ public final class HTTPClient: Sendable {
     /// Sends `request` and blocks this thread until the answer: only on threads that may block (worker pools,
     /// background threads), never on an event loop.
     public func sendAndWait(_ request: HTTPClientRequest) -> Result<HTTPClientResponse, HTTPClientError> {
-        let answer = Mutex<Result<HTTPClientResponse, HTTPClientError>?>(nil)
-        let ready = DispatchSemaphore(value: 0)
-        send(request) { result in
-            answer.withLock { $0 = result }
-            ready.signal()
-        }
-        ready.wait()
-        return answer.withLock { $0 } ?? .failure(.shutdown)
+        Blocking.wait { done in send(request, completion: done) }
     }
 
     /// Sends `request` and suspends until the answer.

@@ -1,6 +1,7 @@
 import CSystem
 import Glibc
 import Synchronization
+import Lifecycle
 
 /// Something that writes its queued output once per loop iteration.
 package protocol DeferredFlush: AnyObject {
@@ -195,6 +196,7 @@ public final class EventLoop: @unchecked Sendable {
 
     private func run() {
         threadID.store(UInt(pthread_self()), ordering: .releasing)
+        Worker.nameThisThread(name)
         let capacity = 256
         let events = UnsafeMutablePointer<epoll_event>.allocate(capacity: capacity)
         defer { events.deallocate() }
@@ -243,15 +245,6 @@ public final class EventLoop: @unchecked Sendable {
             for task in batch { task() }
             rounds += 1
         }
-    }
-}
-
-/// Monotonic nanoseconds.
-package enum Monotonic {
-    package static func now() -> UInt64 {
-        var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
-        return UInt64(ts.tv_sec) * 1_000_000_000 + UInt64(ts.tv_nsec)
     }
 }
 

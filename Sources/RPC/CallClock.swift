@@ -1,13 +1,9 @@
-import Glibc
+import Lifecycle
 
 /// CLOCK_MONOTONIC in nanoseconds: the clock of call deadlines (`CallContext.monotonicDeadline`), the one
 /// the server's event loops read.
 public enum CallClock {
-    public static func now() -> UInt64 {
-        var ts = timespec()
-        clock_gettime(CLOCK_MONOTONIC, &ts)
-        return UInt64(ts.tv_sec) &* 1_000_000_000 &+ UInt64(ts.tv_nsec)
-    }
+    public static func now() -> UInt64 { Monotonic.now() }
 
     /// `instant` on this clock (an instant already past gives a value at or before now, never 0).
     static func monotonic(_ instant: ContinuousClock.Instant) -> UInt64 {

@@ -1,5 +1,6 @@
 import Billing
 import Foundation
+import Lifecycle
 import Synchronization
 
 /// PostgreSQL events numbered in commit order as they are inserted, once.
@@ -110,14 +111,13 @@ extension PGConnection {
 /// One connection per process that LISTENs for `billing_events` and tells the local followers of the feed,
 /// so a watcher hears commits made through any replica, its own included. Also wakes them once a second.
 final class FeedListener: Sendable {
-    private let stopped = Atomic<Bool>(false)
-    private let finished = DispatchSemaphore(value: 0)
+    private let worker: Worker
 
     init(url: String, onEvents: @escaping @Sendable () -> Void, onRevenue: @escaping @Sendable (RevenueChanges) -> Void = { _ in }) {
-        let thread = Thread { [self] in
+        worker = Worker(name: "postgres-listen") { worker in
             let db = PGConnection(url: url)
             var listening = false
-            while !stopped.load(ordering: .relaxed) {
+            while !worker.isStopping {
                 do throws(StorageError) {
                     if !listening {
                         try db.ensureOpen()
@@ -133,18 +133,17 @@ final class FeedListener: Sendable {
                     onEvents()
                 } catch {
                     listening = false
-                    usleep(200_000)
+                    worker.pause(.milliseconds(200))
                 }
             }
             db.close()
-            finished.signal()
         }
-        thread.name = "postgres-listen"
-        thread.start()
+        worker.start()
     }
 
+    /// Ends the LISTEN connection; waits at most 3 s (a wait for notifications lasts up to one).
     func stop() {
-        stopped.store(true, ordering: .relaxed)
-        _ = finished.wait(timeout: .now() + 3)
+        worker.beginStop()
+        _ = worker.waitStopped(until: Monotonic.after(.seconds(3)))
     }
 }

@@ -1,8 +1,8 @@
 import Billing
-import Foundation
+import Lifecycle
 import Synchronization
 
-/// What became of a job handed to a `Worker`.
+/// What became of a job handed to a `JobQueue`.
 enum Submission: Sendable {
     case queued
     /// `maxQueued` jobs already wait: the caller answers OVERLOADED.
@@ -29,7 +29,9 @@ enum Submission: Sendable {
 /// Jobs of one kind (`gathered`: PostgreSQL's CreateOrders) can be taken by at most `gatheredThreads` threads
 /// at once, in batches of that kind only: while those threads are busy, such jobs wait together for the next
 /// batch instead of spreading over every thread in small ones; the other threads take the other jobs.
-final class Worker<Job: Sendable>: Sendable {
+///
+/// The threads are Lifecycle `Worker`s; `stop` runs what is queued, then joins them.
+final class JobQueue<Job: Sendable>: Sendable {
     private struct State {
         var jobs: [Job] = []
         var gatheredJobs: [Job] = []
@@ -39,8 +41,8 @@ final class Worker<Job: Sendable>: Sendable {
         var running = 0
     }
     private let state = Mutex(State())
-    private let wake = DispatchSemaphore(value: 0)
-    private let finished = DispatchSemaphore(value: 0)
+    private let wake = Signal()
+    private let workers = Mutex<[Worker]>([])
     let maxBatch: Int
     let maxQueued: Int
     let threads: Int
@@ -60,16 +62,14 @@ final class Worker<Job: Sendable>: Sendable {
         self.gathered = gathered
         self.gatheredThreads = max(1, gatheredThreads)
         state.withLock { $0.running = self.threads }
-        for index in 0..<self.threads {
-            let thread = Thread { [self] in
+        let started = (0..<self.threads).map { index in
+            Worker(name: self.threads == 1 ? name : "\(name)-\(index)") { [self] _ in
                 self.run(index, process)
                 onStop(index)
-                self.finished.signal()
             }
-            thread.name = self.threads == 1 ? name : "\(name)-\(index)"
-            thread.stackSize = 1 << 20
-            thread.start()
         }
+        workers.withLock { $0 = started }
+        for worker in started { worker.start() }
     }
 
     /// Convenience for one thread.
@@ -117,7 +117,7 @@ final class Worker<Job: Sendable>: Sendable {
         }
         guard first else { return }
         for _ in 0..<sleepers { wake.signal() }
-        for _ in 0..<threads { finished.wait() }
+        for worker in workers.withLock({ $0 }) { _ = worker.waitStopped(until: .max) }
     }
 
     private func run(_ index: Int, _ process: (Int, [Job]) -> Void) {

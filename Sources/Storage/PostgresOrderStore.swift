@@ -1,5 +1,6 @@
 public import Billing
 import Foundation
+import Lifecycle
 import Synchronization
 
 /// Orders in PostgreSQL, for several billingd replicas on one database.
@@ -22,8 +23,9 @@ public final class PostgresOrderStore: OrderStore {
         var create: BulkCreate.Request? = nil
     }
 
-    private let pool: Worker<Job>
+    private let pool: JobQueue<Job>
     private let health: Health
+    private let prober: Worker
     public let groups = GroupStats()
     private let feedListener: FeedListener
     private let listener = FeedNotifier()
@@ -32,7 +34,6 @@ public final class PostgresOrderStore: OrderStore {
     /// Whether the database answered lately; a prober keeps it current while idle.
     final class Health: Sendable {
         let reachable = Atomic<Bool>(true)
-        let stopped = Atomic<Bool>(false)
     }
 
     /// Connects, migrates (under an advisory lock, so replicas may start together) and starts the pool.
@@ -51,7 +52,7 @@ public final class PostgresOrderStore: OrderStore {
         // for the other in batches of up to 64, instead of spreading over every connection in small batches that would
         // each wait for a flush of their own (three threads: 25 us of PostgreSQL CPU per order instead of 21). Other
         // jobs use every thread, and a thread takes them first after a batch of CreateOrders.
-        pool = Worker(
+        pool = JobQueue(
             name: "postgres", threads: connections.count, maxBatch: 64, maxQueued: maxQueued,
             gathered: { $0.create != nil }, gatheredThreads: 2,
             process: { index, batch in
@@ -61,9 +62,10 @@ public final class PostgresOrderStore: OrderStore {
         let listener = self.listener
         let revenueListener = self.revenueListener
         feedListener = FeedListener(url: url, onEvents: { listener.notify() }, onRevenue: { revenueListener.notify($0) })
-        let prober = Thread {
+        // Once a second, so that Health/Check answers NOT_SERVING within a second of losing the database.
+        prober = Worker(name: "postgres-probe") { worker in
             let probe = PGConnection(url: url)
-            while !health.stopped.load(ordering: .relaxed) {
+            repeat {
                 do throws(StorageError) {
                     try probe.ensureOpen()
                     try probe.execute("SELECT 1")
@@ -71,11 +73,9 @@ public final class PostgresOrderStore: OrderStore {
                 } catch {
                     health.reachable.store(false, ordering: .relaxed)
                 }
-                for _ in 0..<10 where !health.stopped.load(ordering: .relaxed) { usleep(100_000) }
-            }
+            } while worker.pause(.seconds(1))
             probe.close()
         }
-        prober.name = "postgres-probe"
         prober.start()
     }
 
@@ -333,7 +333,7 @@ public final class PostgresOrderStore: OrderStore {
     public var queuedJobs: Int { pool.queued }
 
     public func close() {
-        health.stopped.store(true, ordering: .relaxed)
+        prober.stop()
         pool.stop()
         feedListener.stop()
     }

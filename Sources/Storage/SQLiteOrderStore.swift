@@ -19,8 +19,8 @@ public final class SQLiteOrderStore: OrderStore {
     }
     typealias ReadJob = @Sendable (SQLiteConnection) -> Void
 
-    private let writer: Worker<WriteJob>
-    private let readers: [Worker<ReadJob>]
+    private let writer: JobQueue<WriteJob>
+    private let readers: [JobQueue<ReadJob>]
     private let nextReader = Atomic<Int>(0)
     public let path: String
     /// How writes were grouped into commits (for benchmarks and metrics).
@@ -64,7 +64,7 @@ public final class SQLiteOrderStore: OrderStore {
         let confinedWriter = Confined(writeConnection)
         let stats = groups
         let walPolicy = Confined(WALPolicy(walPath: path + "-wal"))
-        writer = Worker(name: "sqlite-writer", maxBatch: maxGroup, maxQueued: maxQueued) { batch in
+        writer = JobQueue(name: "sqlite-writer", maxBatch: maxGroup, maxQueued: maxQueued) { batch in
             stats.record(batch.count)
             let committed = SQLiteOrderStore.commitGroup(batch, on: confinedWriter.value)
             // Every commit appends its pages to the WAL, which SQLite reuses only after a checkpoint copied all of it
@@ -79,7 +79,7 @@ public final class SQLiteOrderStore: OrderStore {
             confinedWriter.value.close()
         }
         readers = readerConnections.enumerated().map { i, connection in
-            Worker(name: "sqlite-reader-\(i)", maxBatch: 64, maxQueued: maxQueued) { batch in
+            JobQueue(name: "sqlite-reader-\(i)", maxBatch: 64, maxQueued: maxQueued) { batch in
                 for job in batch { job(connection.value) }
             } onStop: {
                 connection.value.close()

@@ -1,4 +1,5 @@
 import Foundation
+import Lifecycle
 import Synchronization
 
 /// When the writer checkpoints itself, between groups. Past `walLimitBytes` (1 MiB) it does, and
@@ -39,31 +40,22 @@ final class WALPolicy {
 /// Copies the WAL back into the database file on its own thread and connection (PASSIVE: it never blocks
 /// the writer or readers), every 200 ms while there is something to copy, so commits never pay for it.
 final class Checkpointer: Sendable {
-    private let stopped = Atomic<Bool>(false)
-    private let wake = DispatchSemaphore(value: 0)
-    private let finished = DispatchSemaphore(value: 0)
+    private let worker: Worker
 
     init(path: String) throws(StorageError) {
         let opened = try SQLiteConnection(path: path)
         try opened.execute("PRAGMA busy_timeout=5000")
         let connection = Confined(opened)  // from here on, the checkpoint thread's alone
-        let thread = Thread { [self] in
-            while !stopped.load(ordering: .relaxed) {
-                _ = wake.wait(timeout: .now() + .milliseconds(200))
+        worker = Worker(name: "sqlite-checkpoint") { worker in
+            while worker.pause(.milliseconds(200)) {
                 try? connection.value.execute("PRAGMA wal_checkpoint(PASSIVE)")
             }
             // A last full copy, so a clean stop leaves a small WAL.
             try? connection.value.execute("PRAGMA wal_checkpoint(TRUNCATE)")
             connection.value.close()
-            finished.signal()
         }
-        thread.name = "sqlite-checkpoint"
-        thread.start()
+        worker.start()
     }
 
-    func stop() {
-        guard !stopped.exchange(true, ordering: .relaxed) else { return }
-        wake.signal()
-        finished.wait()
-    }
+    func stop() { worker.stop() }
 }

@@ -1,9 +1,9 @@
 public import Billing
-import Dispatch
 import Foundation
 public import HTTPClient
 public import ProtoJSON
 import Synchronization
+import Lifecycle
 
 /// Delivers every event of the feed, in cursor order, to one webhook URL: one POST per event (Standard Webhooks
 /// headers and signature), the next only after the previous got a 2xx, failures retried with exponential backoff
@@ -22,11 +22,7 @@ public final class WebhookSender: Sendable {
     public let holder: String
     private let onAttempt: @Sendable (WebhookAttempt) -> Void
     private let now: @Sendable () -> Int64
-    private let stopping = Atomic<Bool>(false)
-    private let wake = DispatchSemaphore(value: 0)
-    private let wakePending = Atomic<Bool>(false)
-    private let finished = DispatchSemaphore(value: 0)
-    private let started = Atomic<Bool>(false)
+    private let worker = Worker(name: "webhook-sender")
     /// Last known state, for gauges between database reads.
     private let snapshot: Mutex<WebhookStatus>
 
@@ -49,28 +45,19 @@ public final class WebhookSender: Sendable {
 
     /// Starts the sender's thread.
     public func start() {
-        guard !started.exchange(true, ordering: .relaxed) else { return }
-        let thread = Thread { [self] in
-            run()
-            finished.signal()
-        }
-        thread.name = "billingd-webhooks"
-        thread.start()
+        worker.start { [self] _ in run() }
     }
 
     /// A commit made events visible: look for them now rather than at the next poll.
-    public func poke() {
-        if !wakePending.exchange(true, ordering: .acquiringAndReleasing) { wake.signal() }
-    }
+    public func poke() { worker.wake() }
 
     /// Stops after the current attempt (the HTTP client's shutdown ends one in flight); waits up to `timeout`.
     public func stop(timeout: Duration = .seconds(15)) {
-        stopping.store(true, ordering: .releasing)
-        wake.signal()
+        worker.beginStop()
         // The client is the sender's own: its shutdown answers an attempt in flight at once (sent again after the
         // restart) instead of waiting out its 10 s.
         client.shutdown()
-        if started.load(ordering: .relaxed) { _ = finished.wait(timeout: .now() + .milliseconds(Int(timeout.components.seconds * 1000))) }
+        _ = worker.waitStopped(until: Monotonic.after(timeout))
     }
 
     /// The last state this replica saw (gauges read it at every scrape without touching the database).
@@ -107,7 +94,7 @@ public final class WebhookSender: Sendable {
 
     // MARK: The loop
 
-    private var isStopping: Bool { stopping.load(ordering: .acquiring) }
+    private var isStopping: Bool { worker.isStopping }
 
     private func run() {
         var retry = Backoff(first: configuration.firstRetryMilliseconds, longest: configuration.longestRetryMilliseconds)
@@ -298,11 +285,11 @@ public final class WebhookSender: Sendable {
 
     /// Sleeps up to `milliseconds`; returns early when stopping, and on a commit when `wakeable`.
     private func sleep(milliseconds: Int64, wakeable: Bool = false) {
-        let deadline = DispatchTime.now() + .milliseconds(Int(max(0, milliseconds)))
-        while !isStopping {
-            if wake.wait(timeout: deadline) == .timedOut { return }
-            wakePending.store(false, ordering: .releasing)
-            if wakeable { return }
+        let deadline = Monotonic.after(.milliseconds(max(0, milliseconds)))
+        while true {
+            let now = Monotonic.now()
+            guard now < deadline, worker.pause(.nanoseconds(Int64(deadline - now))) else { return }
+            if Monotonic.now() >= deadline || wakeable { return }
             // Waiting out a retry while commits go on: the lag gauge follows them (the cursor distance it promises),
             // not the newest cursor of the batch being retried.
             refreshNewest()

@@ -7,6 +7,7 @@ import HTTP2
 import ProtoWire
 import RPC
 import Synchronization
+import Lifecycle
 
 /// `billingctl load`: a bounded load generator that counts grpc-status itself.
 enum LoadCommand {

@@ -5,6 +5,7 @@ import ProtoWire
 import RPC
 import Synchronization
 import Testing
+import Lifecycle
 
 /// Handlers for the in-memory transport tests; what they saw, for the assertions.
 final class MemoryProbe: Sendable {

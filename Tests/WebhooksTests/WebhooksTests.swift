@@ -6,6 +6,7 @@ import Storage
 import Testing
 
 @testable import Webhooks
+import Lifecycle
 
 /// The webhook cursor's rules on the in-memory ledger and on a real SQLite file: lease, takeover, advance guarded by
 /// holder and expected position, failures, replay.

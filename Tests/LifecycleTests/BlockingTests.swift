@@ -1,24 +1,25 @@
-import Billing
-import Dispatch
+import Lifecycle
 import Synchronization
 import Testing
 
 /// `Blocking.wait`, the one way a worker thread waits for a callback-style answer.
 @Suite("Blocking.wait")
-struct WaitingTests {
+struct BlockingTests {
     @Test("returns what the answer gave, whether it came before `start` returned or from another thread")
     func answers() {
         let now: Int = Blocking.wait { done in done(7) }
         #expect(now == 7)
+        let answerer = Mutex<Worker?>(nil)
         let later: String = Blocking.wait { done in
-            DispatchQueue(label: "test.answer").asyncAfter(deadline: .now() + .milliseconds(10)) { done("late") }
+            let worker = Worker(name: "test-answer") { worker in
+                worker.pause(.milliseconds(10))
+                done("late")
+            }
+            answerer.withLock { $0 = worker }
+            worker.start()
         }
         #expect(later == "late")
-        let store = InMemoryOrderStore()
-        let cursor: Result<UInt64, BillingError> = Blocking.wait { done in
-            store.read({ ledger throws(BillingError) in try ledger.lastCursor() }, completion: done)
-        }
-        #expect(cursor == .success(0))
+        answerer.withLock { $0 }?.stop()
     }
 
     @Test("the first answer wins; later ones are dropped")

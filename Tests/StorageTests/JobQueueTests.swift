@@ -3,8 +3,8 @@ import Foundation
 import Synchronization
 import Testing
 
-@Suite("Worker: gathered jobs")
-struct WorkerTests {
+@Suite("JobQueue: gathered jobs")
+struct JobQueueTests {
     /// What ran: how many gathered batches at once at most, the batches' kinds, and every job once.
     final class Record: Sendable {
         let state = Mutex<(running: Int, most: Int, batches: [[Int]], done: Set<Int>)>((0, 0, [], []))
@@ -13,7 +13,7 @@ struct WorkerTests {
     @Test("gathered jobs are taken by at most gatheredThreads threads, in batches of their kind only; stop runs everything")
     func gatheredLimit() {
         let record = Record()
-        let worker = Worker<Int>(
+        let worker = JobQueue<Int>(
             name: "test-gathered", threads: 6, maxBatch: 64, gathered: { $0 % 3 != 0 }, gatheredThreads: 2,
             process: { _, batch in
                 let gathered = batch[0] % 3 != 0
@@ -47,7 +47,7 @@ struct WorkerTests {
     @Test("a pool of one thread under a stream of gathered jobs still runs the others")
     func oneThreadNoStarvation() {
         let order = Mutex<[Int]>([])
-        let worker = Worker<Int>(
+        let worker = JobQueue<Int>(
             name: "test-one", threads: 1, maxBatch: 4, gathered: { $0 >= 0 }, gatheredThreads: 1,
             process: { _, batch in
                 usleep(1000)

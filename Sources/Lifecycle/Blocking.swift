@@ -1,4 +1,3 @@
-import Dispatch
 import Synchronization
 
 /// The one way a thread that may block waits for a callback-style answer (a store's completion, a notification's
@@ -21,23 +20,16 @@ public enum Blocking {
     /// Starts the call and blocks this thread until it answers or `timeout` passes (then nil).
     public static func wait<T: Sendable>(timeout: Duration, _ start: (_ done: @escaping @Sendable (T) -> Void) -> Void) -> T? {
         let answer = Answer<T>()
+        let deadline = Monotonic.after(timeout)
         start { answer.give($0) }
-        guard answer.ready.wait(timeout: deadline(after: timeout)) == .success else { return nil }
+        guard answer.ready.wait(until: deadline) else { return nil }
         return answer.taken
-    }
-
-    /// `now + timeout`, clamped to what `DispatchTime` holds (a negative timeout is now).
-    static func deadline(after timeout: Duration) -> DispatchTime {
-        let (seconds, attoseconds) = timeout.components
-        guard seconds >= 0 else { return .now() }
-        guard seconds < 1_000_000_000 else { return .distantFuture }
-        return .now() + .nanoseconds(Int(seconds) * 1_000_000_000 + Int(attoseconds / 1_000_000_000))
     }
 
     /// One answer, handed from the answering thread to the waiting one.
     private final class Answer<T: Sendable>: Sendable {
         let value = Mutex<T?>(nil)
-        let ready = DispatchSemaphore(value: 0)
+        let ready = Signal()
 
         func give(_ v: T) {
             let first = value.withLock { slot -> Bool in
