@@ -20,22 +20,22 @@ extension AdminService {
     static let maxStorefronts = 200
 
     func registerSupport(in router: inout Router) {
-        router.register(Self.extendRenewalDate, ExtendRenewalDateRequest.self, on: .pool(Workers.appStore)) { [self] context, request, responder in
+        router.register(Self.extendRenewalDate, ExtendRenewalDateRequest.self, on: .pool(pools.appStore)) { [self] context, request, responder in
             context.note("transaction_id", String(request.originalTransactionID.prefix(32)))
             answer(responder) { () throws(BillingError) in try self.extend(request) }
         }
-        router.register(Self.extendRenewalDatesForAll, ExtendRenewalDatesForAllRequest.self, on: .pool(Workers.appStore)) { [self] _, request, responder in
+        router.register(Self.extendRenewalDatesForAll, ExtendRenewalDatesForAllRequest.self, on: .pool(pools.appStore)) { [self] _, request, responder in
             answer(responder) { () throws(BillingError) in try self.extendAll(request) }
         }
-        router.register(Self.getExtensionStatus, GetExtensionStatusRequest.self, on: .pool(Workers.appStore)) { [self] _, request, responder in
+        router.register(Self.getExtensionStatus, GetExtensionStatusRequest.self, on: .pool(pools.appStore)) { [self] _, request, responder in
             answer(responder) { () throws(BillingError) in try self.extensionStatus(request) }
         }
-        router.register(Self.setAppAccountToken, SetAppAccountTokenRequest.self, on: .pool(Workers.appStore)) { [self] context, request, responder in
+        router.register(Self.setAppAccountToken, SetAppAccountTokenRequest.self, on: .pool(pools.appStore)) { [self] context, request, responder in
             context.note("transaction_id", String(request.originalTransactionID.prefix(32)))
             if let id = OrderID.canonical(request.orderID) { context.note("order_id", id) }
             answer(responder) { () throws(BillingError) in try self.setToken(request) }
         }
-        router.register(Self.getAppTransaction, GetAppTransactionRequest.self, on: .pool(Workers.appStore)) { [self] _, request, responder in
+        router.register(Self.getAppTransaction, GetAppTransactionRequest.self, on: .pool(pools.appStore)) { [self] _, request, responder in
             answer(responder) { () throws(BillingError) in try self.appTransaction(request) }
         }
     }

@@ -18,6 +18,8 @@ public final class AdminService: Sendable {
 
     let link: AppStoreLink?
     let store: any OrderStore
+    /// Where the calls that wait on Apple run.
+    let pools: WorkerPools
     let verifier: (any ProofVerifier)?
     let processor: NotificationProcessor?
     let catalog: Catalog?
@@ -26,8 +28,10 @@ public final class AdminService: Sendable {
 
     public init(
         link: AppStoreLink?, store: any OrderStore, verifier: (any ProofVerifier)?, processor: NotificationProcessor?,
-        catalog: Catalog?, reconcile: @escaping @Sendable (Int64?) -> Result<Reconciler.Report, BillingError>?
+        catalog: Catalog?, pools: WorkerPools = WorkerPools(),
+        reconcile: @escaping @Sendable (Int64?) -> Result<Reconciler.Report, BillingError>?
     ) {
+        self.pools = pools
         self.link = link
         self.store = store
         self.verifier = verifier
@@ -37,17 +41,17 @@ public final class AdminService: Sendable {
     }
 
     public func register(in router: inout Router) {
-        router.register(Self.reconcile, ReconcileRequest.self, on: .pool(Workers.appStore)) { [self] _, request, responder in
+        router.register(Self.reconcile, ReconcileRequest.self, on: .pool(pools.appStore)) { [self] _, request, responder in
             answer(responder) { () throws(BillingError) in try self.reconcile(request) }
         }
-        router.register(Self.lookUpOrder, LookUpOrderRequest.self, on: .pool(Workers.appStore)) { [self] context, request, responder in
+        router.register(Self.lookUpOrder, LookUpOrderRequest.self, on: .pool(pools.appStore)) { [self] context, request, responder in
             context.note("customer_order_id", String(request.customerOrderID.prefix(64)))
             answer(responder) { () throws(BillingError) in try self.lookUp(request) }
         }
-        router.register(Self.requestTestNotification, RequestTestNotificationRequest.self, on: .pool(Workers.appStore)) { [self] _, request, responder in
+        router.register(Self.requestTestNotification, RequestTestNotificationRequest.self, on: .pool(pools.appStore)) { [self] _, request, responder in
             answer(responder) { () throws(BillingError) in try self.requestTest(request) }
         }
-        router.register(Self.getTestNotificationStatus, GetTestNotificationStatusRequest.self, on: .pool(Workers.appStore)) { [self] _, request, responder in
+        router.register(Self.getTestNotificationStatus, GetTestNotificationStatusRequest.self, on: .pool(pools.appStore)) { [self] _, request, responder in
             answer(responder) { () throws(BillingError) in try self.testStatus(request) }
         }
         registerSupport(in: &router)

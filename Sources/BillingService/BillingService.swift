@@ -7,16 +7,30 @@ import Dispatch
 import Foundation
 import Synchronization
 
-/// The worker pools handlers are registered on when they may not run on an event loop.
-enum Workers {
+/// The worker pools handlers are registered on when they may not run on an event loop: made by whoever
+/// assembles the services (billingd's App makes one set and hands it to every service), not process globals.
+public struct WorkerPools: Sendable {
     /// Proofs that need a certificate chain verified, app receipts (PKCS#7, RSA, ASN.1: a millisecond or
     /// more each), restores.
-    static let verification = WorkerPool(name: "billing.verification")
+    public let verification: WorkerPool
     /// Calls that wait on the App Store Server API (restores by id, the admin service); the client bounds
     /// how many are in flight.
-    static let appStore = WorkerPool(name: "billing.appstore")
-    /// Calls that wait on the Play Developer API (Google Play proofs); the client bounds how many are in flight.
-    static let googlePlay = WorkerPool(name: "billing.googleplay")
+    public let appStore: WorkerPool
+    /// Calls that wait on the Play Developer API (Google Play proofs, refunds); the client bounds how many are
+    /// in flight.
+    public let googlePlay: WorkerPool
+    /// Revenue's reports and exports (RevenueService bounds how many run at once).
+    public let revenue: WorkerPool
+    /// Calls that wait on the store alone (the webhook admin calls).
+    public let store: WorkerPool
+
+    public init() {
+        verification = WorkerPool(name: "billing.verification")
+        appStore = WorkerPool(name: "billing.appstore")
+        googlePlay = WorkerPool(name: "billing.googleplay")
+        revenue = WorkerPool(name: "billing.revenue")
+        store = WorkerPool(name: "billing.store")
+    }
 }
 
 /// The billing.v1.Billing handlers: decode, call the domain, encode. Knows no sockets and no SQL; says
@@ -25,6 +39,8 @@ public final class BillingService: Sendable {
     public let orders: OrderService
     public let purchases: PurchaseEngine?
     public let feed: EventFeed
+    /// Where the handlers that may not run on a loop run.
+    public let pools: WorkerPools
     /// What `--max-watchers-per-key` counts by.
     public let watcherKey: WatcherKey
     public enum WatcherKey: Sendable {
@@ -50,8 +66,10 @@ public final class BillingService: Sendable {
         orders: OrderService, purchases: PurchaseEngine? = nil, appStore: AppStoreLink? = nil, offers: OfferSigning? = nil,
         googlePlay: GooglePlayLink? = nil, onPlayPurchaseRecorded: @escaping @Sendable () -> Void = {},
         feedLimits: EventFeed.Limits = EventFeed.Limits(), watchersKeyedBy: WatcherKey = .peerAddress,
+        pools: WorkerPools = WorkerPools(),
         onInternalError: @escaping @Sendable (_ requestID: String, _ detail: String) -> Void = { _, _ in }
     ) {
+        self.pools = pools
         self.orders = orders
         self.purchases = purchases
         self.appStore = appStore
@@ -88,16 +106,16 @@ public final class BillingService: Sendable {
         if let purchases {
             // A signed transaction whose certificate chain is already verified costs one ES256 check: on the
             // loop. A chain to verify, or an app receipt, goes to the verification pool.
-            let verifier = purchases.verifier
+            let verifier = purchases.verifier, pools = self.pools
             let playConfigured = googlePlay != nil
             router.register(
                 Self.submitReceipt, SubmitReceiptRequest.self,
                 on: { request in
                     switch request.proof {
-                    case .signedTransaction(let jws): verifier.hasVerifiedChain(signedTransaction: jws) ? .loop : .pool(Workers.verification)
+                    case .signedTransaction(let jws): verifier.hasVerifiedChain(signedTransaction: jws) ? .loop : .pool(pools.verification)
                     // Read from Google on its pool; refused at once when Google Play is not configured.
-                    case .googlePlay: playConfigured ? .pool(Workers.googlePlay) : .loop
-                    case .appReceipt, nil: .pool(Workers.verification)
+                    case .googlePlay: playConfigured ? .pool(pools.googlePlay) : .loop
+                    case .appReceipt, nil: .pool(pools.verification)
                     }
                 }
             ) { [self] context, request, responder in
@@ -107,8 +125,8 @@ public final class BillingService: Sendable {
             router.register(
                 Self.restorePurchases, RestorePurchasesRequest.self,
                 on: { request in
-                    if !request.googlePlayPurchases.isEmpty && playConfigured { return .pool(Workers.googlePlay) }
-                    return .pool(request.transactionIDs.isEmpty ? Workers.verification : Workers.appStore)
+                    if !request.googlePlayPurchases.isEmpty && playConfigured { return .pool(pools.googlePlay) }
+                    return .pool(request.transactionIDs.isEmpty ? pools.verification : pools.appStore)
                 }
             ) { [self] context, request, responder in
                 restorePurchases(purchases, context, request, responder)

@@ -31,16 +31,17 @@ public final class RevenueService: Sendable {
         public static let productID = 256
     }
 
-    static let pool = WorkerPool(name: "billing.revenue")
-
     let store: any OrderStore
+    /// Where reports and exports run.
+    let pool: WorkerPool
     let clock: any WallClock
     let settingsBox: Mutex<RevenueSettings>
     let running = Atomic<Int>(0)
     let exporting = Atomic<Int>(0)
     let index: RevenueIndex
 
-    public init(store: any OrderStore, settings: RevenueSettings, clock: any WallClock = SystemClock()) {
+    public init(store: any OrderStore, settings: RevenueSettings, clock: any WallClock = SystemClock(), pools: WorkerPools = WorkerPools()) {
+        self.pool = pools.revenue
         self.store = store
         self.clock = clock
         self.settingsBox = Mutex(settings)
@@ -56,13 +57,13 @@ public final class RevenueService: Sendable {
     public func reload(_ settings: RevenueSettings) { settingsBox.withLock { $0 = settings } }
 
     public func register(in router: inout Router) {
-        router.register(Self.getRevenueSummary, GetRevenueSummaryRequest.self, on: .pool(Self.pool)) { [self] context, request, responder in
+        router.register(Self.getRevenueSummary, GetRevenueSummaryRequest.self, on: .pool(pool)) { [self] context, request, responder in
             admitted(running, Limits.concurrent, responder.fail) { summary(context, request, responder) }
         }
-        router.register(Self.getRevenueSeries, GetRevenueSeriesRequest.self, on: .pool(Self.pool)) { [self] context, request, responder in
+        router.register(Self.getRevenueSeries, GetRevenueSeriesRequest.self, on: .pool(pool)) { [self] context, request, responder in
             admitted(running, Limits.concurrent, responder.fail) { series(context, request, responder) }
         }
-        router.registerServerStreaming(Self.exportTransactions, ExportTransactionsRequest.self, on: .pool(Self.pool)) {
+        router.registerServerStreaming(Self.exportTransactions, ExportTransactionsRequest.self, on: .pool(pool)) {
             [self] context, request, writer in
             admitted(exporting, Limits.concurrentExports, { writer.finish($0) }) { export(context, request, writer) }
         }

@@ -35,6 +35,8 @@ public final class SupportService: Sendable {
     }
 
     let store: any OrderStore
+    /// Where the calls that wait on a store API run.
+    let pools: WorkerPools
     let clock: any WallClock
     let catalog: Catalog?
     /// RefundPurchase's store half (Google Play orders.refund and revoke); nil when Google Play is not configured.
@@ -54,8 +56,9 @@ public final class SupportService: Sendable {
         store: any OrderStore, clock: any WallClock = SystemClock(), catalog: Catalog? = nil,
         operatorName: @escaping @Sendable (CallContext) -> String, requestJSON: @escaping @Sendable (String, [UInt8]) -> String,
         appleOrder: (@Sendable (String) throws(BillingError) -> [String])? = nil, refunder: (any StoreRefunder)? = nil,
-        log: @escaping @Sendable (String) -> Void = { _ in }
+        pools: WorkerPools = WorkerPools(), log: @escaping @Sendable (String) -> Void = { _ in }
     ) {
+        self.pools = pools
         self.log = log
         self.store = store
         self.clock = clock
@@ -67,10 +70,10 @@ public final class SupportService: Sendable {
     }
 
     public func register(in router: inout Router) {
-        let looksUpApple = appleOrder != nil
+        let looksUpApple = appleOrder != nil, pools = self.pools
         router.register(
             Self.findCustomers, FindCustomersRequest.self,
-            on: { request in looksUpApple && Self.mayBeAppleOrderID(Self.trimmed(request.query)) ? .pool(Workers.appStore) : .loop }
+            on: { request in looksUpApple && Self.mayBeAppleOrderID(Self.trimmed(request.query)) ? .pool(pools.appStore) : .loop }
         ) { [self] context, request, responder in
             findCustomers(context, request, responder)
         }
@@ -93,7 +96,7 @@ public final class SupportService: Sendable {
             transferPurchases(context, request, responder)
         }
         // On the Google Play pool always: it reads the ledger, then may wait on the store, blocking its thread.
-        router.register(Self.refundPurchase, RefundPurchaseRequest.self, on: .pool(Workers.googlePlay)) {
+        router.register(Self.refundPurchase, RefundPurchaseRequest.self, on: .pool(pools.googlePlay)) {
             [self] context, request, responder in
             refundPurchase(context, request, responder)
         }

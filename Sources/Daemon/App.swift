@@ -151,13 +151,15 @@ public final class App: Sendable {
         let googlePlay = try GooglePlaySetup.make(configuration, store: store, catalog: catalog, policy: engine.policy, metrics: metrics, logger: logger)
         self.googlePlay = googlePlay
         let acknowledger = googlePlay?.acknowledger
+        // One set of worker pools for every service, owned here (none is a process global).
+        let pools = WorkerPools()
         let watchersKeyedBy: BillingService.WatcherKey =
             apiKeys != nil ? .apiKey : configuration.tlsClientCA != nil ? .certificateSubject : .peerAddress
         let service = BillingService(
             orders: orders, purchases: engine, appStore: appStore, offers: offers,
             googlePlay: googlePlay?.link, onPlayPurchaseRecorded: { acknowledger?.poke() },
             feedLimits: EventFeed.Limits(maxWatchers: configuration.maxWatchers, maxWatchersPerKey: configuration.maxWatchersPerKey),
-            watchersKeyedBy: watchersKeyedBy
+            watchersKeyedBy: watchersKeyedBy, pools: pools
         ) { requestID, detail in
             logger.log(.error, "storage error", [("request_id", .string(requestID)), ("error", .string(detail))])
         }
@@ -170,12 +172,13 @@ public final class App: Sendable {
         Reflection.register(in: &router)
         let reconciler = self.reconciler, reconcileQueue = self.reconcileQueue
         let admin = AdminService(
-            link: appStore, store: store, verifier: verifierSettings == nil ? nil : verifier, processor: processor, catalog: catalog
+            link: appStore, store: store, verifier: verifierSettings == nil ? nil : verifier, processor: processor, catalog: catalog,
+            pools: pools
         ) { since in
             App.reconcile(reconciler, on: reconcileQueue, sinceMs: since, metrics: metrics, logger: logger)
         }
         admin.register(in: &router)
-        WebhookAdmin.register(in: &router, sender: webhooks)
+        WebhookAdmin.register(in: &router, sender: webhooks, pool: pools.store)
         // billing.v1.Support: the operator is the key's name, else the client certificate's subject.
         let table = apiKeys.map(KeyTable.init)
         let json: ProtoJSON.Registry
@@ -190,7 +193,7 @@ public final class App: Sendable {
             requestJSON: { message, binary in
                 (try? json.toJSON(message, binary: binary)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
             },
-            appleOrder: admin.appleOrderLookup, refunder: googlePlay?.link,
+            appleOrder: admin.appleOrderLookup, refunder: googlePlay?.link, pools: pools,
             log: { [logger] line in logger.log(.error, "audit", [("error", .string(line))]) })
         support.register(in: &router)
         for (method, request) in SupportService.auditedAdminMethods {
@@ -207,7 +210,8 @@ public final class App: Sendable {
         revenue = RevenueService(
             store: store,
             settings: RevenueSettings(
-                reportingCurrency: configuration.reportingCurrency, rates: rates ?? .none, commission: configuration.commission))
+                reportingCurrency: configuration.reportingCurrency, rates: rates ?? .none, commission: configuration.commission),
+            pools: pools)
         revenue.register(in: &router)
         if let apiKeys, let table {
             if let problem = App.unknownMethodProblem(apiKeys, methods: router.methods, path: configuration.apiKeys ?? "") {
@@ -309,13 +313,17 @@ public final class App: Sendable {
         if let listen = configuration.metricsListen {
             do {
                 metricsServer = try HTTPFront(
-                    configuration: HTTPFrontConfiguration(listen: listen),
+                    configuration: {
+                        var front = HTTPFrontConfiguration(listen: listen)
+                        front.threadName = "metrics"
+                        return front
+                    }(),
                     precheck: { request in
                         request.method == "GET" || request.method == "HEAD" ? nil : HTTPResponse(status: 405, contentType: "text/plain", text: "only GET\n")
                     },
                     handler: { request, respond in
                         // Off the server's threads: readiness asks the database.
-                        DispatchQueue.global().async {
+                        pools.store.run {
                             switch request.path {
                             case "/metrics":
                                 respond(HTTPResponse(status: 200, contentType: "text/plain; version=0.0.4; charset=utf-8", text: registry.render()))
@@ -339,7 +347,7 @@ public final class App: Sendable {
                 logger.log(.warning, "no --bundle-id or --trust-root: the notifications endpoint refuses every notification")
             }
             let endpoint = NotificationEndpoint(
-                processor: processor, logger: logger, metrics: metrics,
+                processor: processor, logger: logger, metrics: metrics, pool: pools.verification,
                 unavailable: {
                     if health.isDraining { return "SHUTTING_DOWN" }
                     return storeForReady.isReachable() ? nil : "STORAGE_UNAVAILABLE"
@@ -347,13 +355,14 @@ public final class App: Sendable {
                 unconfiguredReason: configuration.bundleIDs.isEmpty && !configuration.dev ? "WRONG_APP" : "RECEIPT_UNTRUSTED")
             let rtdn = googlePlay?.rtdn.map { r in
                 RTDNEndpoint(
-                    verifier: r.verifier, processor: r.processor, logger: logger, metrics: metrics,
+                    verifier: r.verifier, processor: r.processor, logger: logger, metrics: metrics, pool: pools.googlePlay,
                     unavailable: {
                         if health.isDraining { return "SHUTTING_DOWN" }
                         return storeForReady.isReachable() ? nil : "STORAGE_UNAVAILABLE"
                     })
             }
             var front = HTTPFrontConfiguration(listen: listen)
+            front.threadName = "notifications"
             if let cert = configuration.notificationsTLSCert, let key = configuration.notificationsTLSKey {
                 front.tls = HTTPFrontConfiguration.TLS(certificatePath: cert, keyPath: key)
             }

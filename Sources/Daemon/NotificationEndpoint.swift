@@ -4,6 +4,7 @@ import Foundation
 import HTTP2
 import HTTPFront
 import Metrics
+import RPC
 import ProtoWire
 import Lifecycle
 
@@ -28,6 +29,8 @@ struct NotificationEndpoint: Sendable {
     let processor: NotificationProcessor?
     let logger: Logger
     let metrics: BillingMetrics
+    /// Where HTTP/1.1 deliveries are verified: App's verification pool.
+    let pool: WorkerPool
     /// Why no notification can be taken now: SHUTTING_DOWN while draining, STORAGE_UNAVAILABLE while the
     /// database is unreachable; nil when available.
     let unavailable: @Sendable () -> String?
@@ -70,7 +73,7 @@ struct NotificationEndpoint: Sendable {
         // HTTP/1.1 connections share the library's one polling thread: verify elsewhere.
         let run: (@escaping @Sendable () -> Void) -> Void =
             request.httpVersion == "HTTP/2"
-            ? { $0() } : { DispatchQueue.global().async(execute: $0) }
+            ? { $0() } : { [pool] in pool.run($0) }
         run { [self] in
             processor.process(body: body) { outcome, summary in
                 switch outcome {

@@ -7,6 +7,7 @@ import HTTPClient
 import Metrics
 import Synchronization
 import Lifecycle
+import RPC
 
 /// `POST /googleplay/rtdn` on `--notifications-listen` (CONFIG.md "Google Play"): Pub/Sub push deliveries of
 /// Google Play Real-time developer notifications. 401 without a push token that verifies (RS256 with Google's keys
@@ -19,6 +20,8 @@ struct RTDNEndpoint: Sendable {
     let processor: PlayNotificationProcessor
     let logger: Logger
     let metrics: BillingMetrics
+    /// Where a delivery is applied (it waits on Google): App's Google Play pool.
+    let pool: WorkerPool
     let unavailable: @Sendable () -> String?
 
     func precheck(_ request: HTTPRequest) -> HTTPResponse? {
@@ -40,7 +43,7 @@ struct RTDNEndpoint: Sendable {
         }
         let body = request.body
         // Reading the purchase waits on Google: never on the front's loop.
-        DispatchQueue.global().async { [self] in
+        pool.run { [self] in
             let (outcome, summary) = processor.process(body: body)
             switch outcome {
             case .done(let result):

@@ -10,10 +10,8 @@ import Webhooks
 enum WebhookAdmin {
     static let getStatus = "billing.admin.v1.Admin/GetWebhookStatus"
     static let replay = "billing.admin.v1.Admin/ReplayWebhooks"
-    /// The store calls block: a small pool of their own, never a loop.
-    static let pool = WorkerPool(name: "billingd.webhooks-admin")
-
-    static func register(in router: inout Router, sender: WebhookSender?) {
+    /// The store calls block: they run on `pool` (App's store pool), never a loop.
+    static func register(in router: inout Router, sender: WebhookSender?, pool: WorkerPool) {
         router.register(getStatus, GetWebhookStatusRequest.self, on: .pool(pool)) { _, _, responder in
             answer(responder, sender, wrap: { $0 }) { sender throws(BillingError) in try sender.status().get() }
         }

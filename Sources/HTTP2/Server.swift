@@ -12,6 +12,8 @@ public struct ServerConfiguration: Sendable {
     public var listen = "127.0.0.1:50051"
     /// Event-loop threads; each owns a listener (SO_REUSEPORT) and its connections.
     public var threads = 1
+    /// The loops' thread names: `loop-0`, `loop-1`, ... (what `ps -L` shows).
+    public var threadName = "loop"
     public var maxMessageBytes = 4 << 20
     public var maxConcurrentStreams = 1024
     public var maxHeaderListBytes = 16 << 10
@@ -297,7 +299,7 @@ public final class Server: Sendable {
         signal(SIGPIPE, SIG_IGN)
         shared = ServerShared(configuration: configuration, router: router)
         var loops: [EventLoop] = []
-        for i in 0..<max(1, configuration.threads) { loops.append(try EventLoop(name: "loop-\(i)")) }
+        for i in 0..<max(1, configuration.threads) { loops.append(try EventLoop(name: "\(configuration.threadName)-\(i)")) }
         self.loops = loops
         var groups: [LoopBound<LoopConnections>] = []
         for loop in loops { groups.append(LoopBound(try LoopConnections(loop: loop, shared: shared), loop: loop)) }

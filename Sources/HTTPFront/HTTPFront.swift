@@ -28,6 +28,7 @@ public final class HTTPFront: Sendable {
         var config = ServerConfiguration()
         config.listen = configuration.listen
         config.threads = 1
+        config.threadName = configuration.threadName
         config.maxConnections = configuration.maxConnections
         config.maxConnectionsPerAddress = configuration.maxConnectionsPerAddress
         config.handshakeTimeoutNanoseconds = Int64(max(1, configuration.handshakeTimeoutSeconds)) * 1_000_000_000

@@ -1,5 +1,7 @@
 /// Where and how an `HTTPFront` listens, and the bounds it keeps every peer within.
 public struct HTTPFrontConfiguration: Sendable {
+    /// Its loop thread's name (15 bytes at most are kept).
+    public var threadName = "front"
     /// A certificate chain and its key, both PEM files.
     public struct TLS: Sendable {
         /// The certificate chain (leaf first).

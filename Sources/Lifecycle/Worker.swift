@@ -1,4 +1,3 @@
-import Foundation
 import Glibc
 
 /// One named background thread running one loop: the only way billingd starts a thread outside the event loops.
@@ -21,6 +20,8 @@ public final class Worker: Service {
     nonisolated(unsafe) private var stopping = false
     nonisolated(unsafe) private var finished = false
     nonisolated(unsafe) private var woken = false
+    nonisolated(unsafe) private var thread: pthread_t?
+    nonisolated(unsafe) private var joined = false
 
     /// `body` runs once on the thread, from `start`; it should return soon after `pause` answers false.
     public init(name: String, stackSize: Int = 1 << 20, _ body: @escaping @Sendable (Worker) -> Void) {
@@ -57,7 +58,7 @@ public final class Worker: Service {
             return body
         }
         guard let run else { return }
-        let thread = Thread { [self] in
+        let entry: @Sendable () -> Void = { [self] in
             Self.nameThisThread(name)
             run(self)
             condition.withLock {
@@ -66,13 +67,37 @@ public final class Worker: Service {
                 condition.broadcast()
             }
         }
-        thread.name = name
-        thread.stackSize = stackSize
-        thread.start()
+        // pthreads rather than Foundation's Thread: a stop can join the thread itself (pthread_join), so that
+        // after it nothing of the worker is left running, not even the thread's exit.
+        var attributes = pthread_attr_t()
+        pthread_attr_init(&attributes)
+        pthread_attr_setstacksize(&attributes, stackSize)
+        var tid = pthread_t()
+        let box = Unmanaged.passRetained(Entry(entry))
+        let rc = pthread_create(
+            &tid, &attributes,
+            { argument in
+                let entry = Unmanaged<Entry>.fromOpaque(argument!).takeRetainedValue()
+                entry.run()
+                return nil
+            }, box.toOpaque())
+        pthread_attr_destroy(&attributes)
+        precondition(rc == 0, "pthread_create failed for \(name)")
+        condition.withLock { thread = tid }
+    }
+
+    /// The body, boxed to cross pthread_create.
+    private final class Entry {
+        let run: @Sendable () -> Void
+        init(_ run: @escaping @Sendable () -> Void) { self.run = run }
+    }
+
+    deinit {
+        // Never joined (nobody stopped it): let the system reclaim the thread when it ends.
+        if let thread, !joined { pthread_detach(thread) }
     }
 
     /// The kernel's name of the running thread (what `ps -L`, `top -H` and /proc show; 15 bytes at most):
-    /// Foundation's `Thread.name` does not reach it on Linux.
     /// (pthread_setname_np and prctl are not visible to Swift's Glibc module; /proc/thread-self/comm is the same.)
     public static func nameThisThread(_ name: String) {
         let fd = open("/proc/thread-self/comm", O_WRONLY)
@@ -122,12 +147,18 @@ public final class Worker: Service {
 
     /// Waits until the body returned, or `deadline` (a `Monotonic.now()` value) passed; true when it returned.
     public func waitStopped(until deadline: UInt64) -> Bool {
-        condition.withLock {
+        let (done, join) = condition.withLock { () -> (Bool, pthread_t?) in
             while !finished {
-                if !condition.wait(until: deadline) { return finished }
+                if !condition.wait(until: deadline) { break }
             }
-            return true
+            guard finished else { return (false, nil) }
+            // The body has returned: join the thread (its exit takes microseconds), once, unless this is it.
+            guard let thread, !joined, pthread_equal(thread, pthread_self()) == 0 else { return (true, nil) }
+            joined = true
+            return (true, thread)
         }
+        if let join { pthread_join(join, nil) }
+        return done
     }
 
     /// `beginStop`, then waits for the body to return.
