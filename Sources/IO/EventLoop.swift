@@ -168,35 +168,22 @@ public final class EventLoop: @unchecked Sendable {
 
     // MARK: Running
 
-    /// Starts the loop on a new thread.
+    /// Starts the loop on a new thread (a Lifecycle `Worker` named after the loop).
     package func start() {
-        let box = Unmanaged.passRetained(self)
-        var attr = pthread_attr_t()
-        pthread_attr_init(&attr)
-        pthread_attr_setstacksize(&attr, 1 << 20)
-        var tid = pthread_t()
-        let rc = pthread_create(
-            &tid, &attr,
-            { arg in
-                let loop = Unmanaged<EventLoop>.fromOpaque(arg!).takeRetainedValue()
-                loop.run()
-                return nil
-            }, box.toOpaque())
-        pthread_attr_destroy(&attr)
-        precondition(rc == 0, "pthread_create failed")
-        joinable.withLock { $0 = tid }
+        let worker = Worker(name: name) { [self] _ in run() }
+        thread.withLock { $0 = worker }
+        worker.start()
     }
 
-    private let joinable = Mutex<pthread_t?>(nil)
+    private let thread = Mutex<Worker?>(nil)
 
-    /// Waits for the loop thread to end.
+    /// Waits for the loop thread to end (joined: the thread is gone when this returns).
     package func join() {
-        if let tid = joinable.withLock({ $0 }) { pthread_join(tid, nil) }
+        _ = thread.withLock({ $0 })?.waitStopped(until: .max)
     }
 
     private func run() {
         threadID.store(UInt(pthread_self()), ordering: .releasing)
-        Worker.nameThisThread(name)
         let capacity = 256
         let events = UnsafeMutablePointer<epoll_event>.allocate(capacity: capacity)
         defer { events.deallocate() }
