@@ -260,7 +260,12 @@ public final class App: Sendable {
                 metrics.record(record)
                 if logCalls { App.logCall(record, logger) }
             }))
-        // Connect and gRPC-Web on the same port, from the same router (its interceptors included).
+        // One call pipeline for the port's every protocol (request ids, interceptors, the deadline rule, the
+        // in-flight count): the router is complete here.
+        let pipeline = CallPipeline(
+            router: router, admission: admission, maxDeadlineNanoseconds: serverConfig.maxDeadlineNanoseconds, keepsNotes: logCalls)
+        serverConfig.pipeline = pipeline
+        // Connect and gRPC-Web on the same port, from the same pipeline (its interceptors included).
         let served = Set(configuration.protocols.compactMap(WireProtocol.init(rawValue:)))
         if served.contains(.connect) || served.contains(.grpcWeb) {
             var connect = ConnectConfiguration()
@@ -270,6 +275,7 @@ public final class App: Sendable {
             connect.maxDeadlineNanoseconds = serverConfig.maxDeadlineNanoseconds
             connect.maxInFlight = configuration.maxInFlight
             connect.admission = admission
+            connect.pipeline = pipeline
             do {
                 let registry = try ProtoJSON.Registry(base64Files: BillingDescriptors.files.values)
                 serverConfig.http = ConnectGateway(router: router, registry: registry, configuration: connect).service

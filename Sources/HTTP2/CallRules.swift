@@ -75,7 +75,7 @@ enum CallRules {
     }
 
     /// The deadline of a call from its `grpc-timeout` text (empty: none sent) and the server's cap
-    /// (`capNanoseconds`, 0: none). The cap applies to unary calls only.
+    /// (`capNanoseconds`, 0: none): RPC's `CallDeadline.decide`, the rule of every protocol.
     @inline(__always)
     static func deadline(timeout: String, streaming: Bool, capNanoseconds: Int64) -> Deadline {
         var asked: Int64?
@@ -85,12 +85,11 @@ enum CallRules {
             }
             asked = nanos
         }
-        if streaming && asked == nil { return .none }
-        if !streaming && capNanoseconds > 0 && (asked.map { $0 >= capNanoseconds } ?? true) {
-            return .cap(nanoseconds: capNanoseconds)
+        switch CallDeadline.decide(asked: asked, streaming: streaming, capNanoseconds: capNanoseconds) {
+        case .none: return .none
+        case .cap(let n): return .cap(nanoseconds: n)
+        case .timer(let n): return .timer(nanoseconds: n)
         }
-        if let asked { return .timer(nanoseconds: asked) }
-        return .none
     }
 
     /// The monotonic instant `nanoseconds` after `start` (a monotonic reading, never 0): a call's deadline.

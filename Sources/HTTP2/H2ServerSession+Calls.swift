@@ -98,7 +98,7 @@ extension H2ServerSession {
             stream.call = CallInfo(
                 method: "", metadata: [], monotonicDeadline: 0, peer: peer,
                 requestID: RequestID(prefix: shared.requestIDPrefix, number: 0),
-                cancellation: stream.call?.cancellation ?? Cancellation(keepsNotes: shared.configuration.keepsCallNotes),
+                cancellation: stream.call?.cancellation ?? Cancellation(keepsNotes: shared.pipeline.keepsNotes),
                 peerSubject: peerSubject)
         }
         return stream.call!
@@ -123,7 +123,7 @@ extension H2ServerSession {
         let id = stream.id
         // A streaming call: no cap; a grpc-timeout that cannot be read is ignored (no deadline).
         if case .timer(let nanos) = CallRules.deadline(
-            timeout: stream.head.timeout, streaming: true, capNanoseconds: shared.configuration.maxDeadlineNanoseconds)
+            timeout: stream.head.timeout, streaming: true, capNanoseconds: shared.pipeline.maxDeadlineNanoseconds)
         {
             deadline = CallRules.deadline(from: host.now(), after: nanos)
             stream.timerID = host.schedule(afterNanoseconds: nanos) { [self] in
@@ -156,7 +156,7 @@ extension H2ServerSession {
         releaseBuffer(stream)
         // Fields read one by one: a copy of the whole configuration retained and released every reference in it.
         let streaming = stream.state.isStreaming
-        let rule = CallRules.deadline(timeout: stream.head.timeout, streaming: streaming, capNanoseconds: shared.configuration.maxDeadlineNanoseconds)
+        let rule = CallRules.deadline(timeout: stream.head.timeout, streaming: streaming, capNanoseconds: shared.pipeline.maxDeadlineNanoseconds)
         if case .malformed(let error) = rule {
             act(stream, stream.state.fail(error))
             return

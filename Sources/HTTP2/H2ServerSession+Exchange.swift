@@ -60,7 +60,7 @@ extension H2ServerSession {
         request.body = state.requestBody
         releaseBuffer(stream)
         stream.state.handedOver()
-        let cap = shared.configuration.maxDeadlineNanoseconds
+        let cap = shared.pipeline.maxDeadlineNanoseconds
         stream.capDeadline = cap > 0 ? host.now() &+ UInt64(cap) : 0
         let id = stream.id
         http.handler(request) { [self] response in

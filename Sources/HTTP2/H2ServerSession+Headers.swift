@@ -172,7 +172,7 @@ extension H2ServerSession {
         }
         stream.startedAt = host.now()
         // A request body that never ends must not hold the stream forever: the sweep ends it at the cap.
-        stream.capDeadline = CallRules.capDeadline(from: stream.startedAt, capNanoseconds: shared.configuration.maxDeadlineNanoseconds)
+        stream.capDeadline = CallRules.capDeadline(from: stream.startedAt, capNanoseconds: shared.pipeline.maxDeadlineNanoseconds)
         act(stream, stream.state.headersEnded(verdict(stream), endStream: endStream))
     }
 

@@ -24,6 +24,9 @@ public struct ServerConfiguration: Sendable {
     /// The in-flight count and limit this server's gRPC calls share with the other protocols of its port (the
     /// Connect gateway behind `http` takes the same object); nil: one of its own, of `maxInFlight`.
     public var admission: CallAdmission?
+    /// The port's call pipeline, shared with the other protocols of the port (`ConnectGateway`); nil: the server
+    /// makes its own from its router, `admission` (or `maxInFlight`), `maxDeadlineNanoseconds` and `keepsCallNotes`.
+    public var pipeline: CallPipeline?
     /// Whether handlers' `note`s are kept for the call record (only the per-call log line reads them).
     public var keepsCallNotes = true
     /// Request bytes one connection may hold in unfinished messages, over all its streams; the stream
@@ -70,24 +73,32 @@ final class ServerShared: Sendable {
     private let byAddress = Mutex<[String: Int]>([:])
     /// The one in-flight count (every protocol of the port).
     let admission: CallAdmission
-    let requestCounter = Atomic<UInt64>(0)
+    /// The port's call pipeline (request ids, interceptors, the deadline rule, the in-flight count).
+    let pipeline: CallPipeline
     /// Calls answered, by gRPC code (index = raw value).
     let byCode: CodeCounters
     let requestIDPrefix: String
 
     init(configuration: ServerConfiguration, router: Router) {
+        let pipeline =
+            configuration.pipeline
+            ?? CallPipeline(
+                router: router, admission: configuration.admission ?? CallAdmission(limit: configuration.maxInFlight),
+                maxDeadlineNanoseconds: configuration.maxDeadlineNanoseconds, keepsNotes: configuration.keepsCallNotes)
+        self.pipeline = pipeline
         self.configuration = configuration
-        self.router = router
-        self.observe = router.callObserver ?? { _ in }
-        self.observes = router.callObserver != nil
-        self.authenticates = router.authenticates
-        self.admission = configuration.admission ?? CallAdmission(limit: configuration.maxInFlight)
+        self.router = pipeline.router
+        // The pipeline's parts, held here too: read per call without a hop through the pipeline object.
+        self.observe = pipeline.observer
+        self.observes = pipeline.observes
+        self.authenticates = pipeline.authenticates
+        self.admission = pipeline.admission
         self.byCode = CodeCounters()
-        let random = UInt32.random(in: 0...UInt32.max)
-        self.requestIDPrefix = String(random, radix: 16)
+        self.requestIDPrefix = pipeline.requestIDPrefix
     }
 
-    func nextRequestNumber() -> UInt64 { requestCounter.add(1, ordering: .relaxed).newValue }
+    @inline(__always)
+    func nextRequestNumber() -> UInt64 { pipeline.nextRequestNumber() }
 
     /// Takes a slot for a new connection from `addressKey`; false (and counted as refused) when the server or
     /// that address holds its limit.
@@ -128,7 +139,7 @@ final class ServerShared: Sendable {
         guard observes else { return }
         let elapsed = stream.startedAt == 0 ? 0 : Monotonic.now() &- stream.startedAt
         // The notes are read only when something keeps them (the per-call log line).
-        let notes = configuration.keepsCallNotes ? (stream.cancellation?.noted ?? []) : []
+        let notes = pipeline.keepsNotes ? (stream.cancellation?.noted ?? []) : []
         // The stream's record from its last call when no observer kept it (a stream stays on its session:
         // peer, subject and prefix are the same): no allocation per call. The record and the route are lent
         // (Unmanaged), not retained: the stream keeps both through this call, and no observer reaches the stream.
