@@ -170,3 +170,26 @@ def test_the_rules_see_through_other_modules(package):
     kind, deps = package["AppStoreAPI"]
     assert "HTTP2" not in reach("BillingService", package)
     assert "HTTP2" in reach("BillingService", {**package, "AppStoreAPI": (kind, deps + ["HTTP2"])})
+
+
+def test_architecture_doc_lists_every_module_with_its_dependencies(package):
+    """docs/ARCHITECTURE.md's module table names every target but the C ones and the tests, with the
+    dependencies Package.swift gives it (where the row lists them by name)."""
+    import re
+    path = os.path.join(ROOT, "docs", "ARCHITECTURE.md")
+    rows = {}
+    for line in open(path, encoding="utf-8"):
+        m = re.match(r"\| `(\w+)` \| .* \|\s*([^|]*?)\s*\|\s*$", line)
+        if m:
+            rows[m.group(1)] = m.group(2).strip()
+    modules = {name for name, (kind, _) in package.items() if kind not in ("test", "system") and name != "TestSupport"}
+    missing = sorted(modules - rows.keys())
+    assert not missing, f"docs/ARCHITECTURE.md's module table lacks {missing}"
+    wrong = []
+    for name in sorted(modules):
+        listed = rows[name]
+        if not listed or not re.fullmatch(r"[A-Za-z0-9]+(, [A-Za-z0-9]+)*", listed) or listed == "Glibc":
+            continue  # prose ("every module above") or none
+        if set(listed.split(", ")) != set(package[name][1]):
+            wrong.append(f"{name}: doc {sorted(listed.split(', '))}, Package.swift {sorted(package[name][1])}")
+    assert not wrong, "docs/ARCHITECTURE.md's dependencies differ: " + "; ".join(wrong)
