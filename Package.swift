@@ -94,6 +94,12 @@ let package = Package(
             swiftSettings: strict),
 
         .target(name: "TestSupport", path: "Tests/TestSupport", swiftSettings: strict),
+        // The test kit: the in-memory transport and manual clock, a client of one port's call pipeline over every protocol.
+        .target(
+            name: "BillingTesting", dependencies: ["Connect", "HTTP2", "IO", "Lifecycle", "ProtoJSON", "RPC"], path: "Tests/BillingTesting",
+            swiftSettings: strict),
+        .testTarget(
+            name: "ConnectTests", dependencies: ["BillingTesting", "Connect", "HTTP2", "ProtoWire", "RPC"], swiftSettings: strict),
         .testTarget(
             name: "ProtoWireTests", dependencies: ["TestSupport", "ProtoWire", "BillingAPI", "RPC"], exclude: ["golden.json"],
             swiftSettings: strict),
@@ -125,7 +131,8 @@ let package = Package(
         .testTarget(
             name: "ServerTests",
             dependencies: [
-                "Lifecycle", "TestSupport", "Daemon", "HTTP2", "CNGHTTP2", "RPC", "Billing", "BillingService", "BillingAPI", "Storage", "ProtoWire",
+                "BillingTesting", "Lifecycle", "TestSupport", "Daemon", "HTTP2", "CNGHTTP2", "RPC", "Billing", "BillingService", "BillingAPI", "Storage",
+                "ProtoWire",
             ],
             swiftSettings: strict),
     ],

@@ -33,6 +33,7 @@ LAYERS = [
     ("billing handlers, the App Store and Google Play HTTP clients", {"BillingService", "AppStoreHTTP", "GooglePlayHTTP"}),
     ("the webhook sender (the feed over the HTTP client)", {"Webhooks"}),
     ("the daemon's wiring", {"Daemon"}),
+    ("the test kit (for test targets only)", {"BillingTesting"}),
     ("executables", {"billingd", "billingctl"}),
 ]
 RANK = {name: rank for rank, (_, names) in enumerate(LAYERS) for name in names}
@@ -138,8 +139,9 @@ def test_only_wrappers_touch_c(package):
 
 
 def test_only_tests_use_test_support(package):
-    wrong = [name for name, dep in edges(package) if dep == "TestSupport" and package[name][0] != "test"]
-    assert not wrong, f"TestSupport is for test targets only: {wrong}"
+    for kit in ("TestSupport", "BillingTesting"):
+        wrong = [name for name, dep in edges(package) if dep == kit and package[name][0] != "test"]
+        assert not wrong, f"{kit} is for test targets only: {wrong}"
 
 
 def test_pure_modules_touch_no_c_and_reach_no_transport(package):

@@ -71,7 +71,7 @@ public final class Client {
     }
 
     /// A client over any transport (the in-memory transport tests pair it with a server session in memory).
-    init(transport: any ClientTransport, authority: String, timeoutSeconds: Int = 10) {
+    package init(transport: any ClientTransport, authority: String, timeoutSeconds: Int = 10) {
         self.transport = transport
         self.authority = authority
         self.timeoutNanoseconds = UInt64(max(1, timeoutSeconds)) * 1_000_000_000
@@ -378,7 +378,7 @@ private let clientReadBody: nghttp2_data_source_read_callback = { _, streamID, b
 }
 
 /// How a `Client` moves its bytes: a socket (TCP, optionally TLS) or, in tests, memory.
-protocol ClientTransport: AnyObject {
+package protocol ClientTransport: AnyObject {
     var isTLS: Bool { get }
     /// Writes some of `bytes`: the count taken, 0 when none could be taken now.
     func write(_ bytes: UnsafeRawBufferPointer) throws(SocketError) -> Int

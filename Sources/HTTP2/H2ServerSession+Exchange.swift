@@ -28,6 +28,8 @@ extension H2ServerSession {
     func exchangeRequest(_ stream: ServerStream) -> HTTPRequest {
         var headers = stream.head.metadata
         if !stream.head.contentType.isEmpty { headers.append(("content-type", stream.head.contentType)) }
+        // Read into the head as gRPC's deadline, it is gRPC-Web's too: the service must see it.
+        if !stream.head.timeout.isEmpty { headers.append(("grpc-timeout", stream.head.timeout)) }
         let path = stream.head.path.firstIndex(of: "?").map { String(stream.head.path[..<$0]) } ?? stream.head.path
         var request = HTTPRequest(method: stream.head.method, path: path, headers: headers, body: [], peer: peer, httpVersion: "HTTP/2")
         request.timers = RequestTimers(host: host)

@@ -10,7 +10,7 @@ import RPC
 ///
 /// Confined to its host's thread; handlers on other threads answer through `deliver` / stream writers,
 /// which hop back with `host.execute`.
-final class H2ServerSession: ResponseSink, @unchecked Sendable {
+package final class H2ServerSession: ResponseSink, @unchecked Sendable {
     // Sendable: every field is touched on the host's thread only (checked in every build where
     // the session is entered); other threads only pass it to `host.execute`.
     let host: any SessionHost
@@ -55,7 +55,7 @@ final class H2ServerSession: ResponseSink, @unchecked Sendable {
         pool.map { ($0.pointee.reused, $0.pointee.fresh, billing_h2_pool_cached($0)) } ?? (0, 0, 0)
     }
 
-    init(host: any SessionHost, shared: ServerShared, peer: String, peerSubject: String?, output: any SessionOutput) {
+    package init(host: any SessionHost, shared: ServerShared, peer: String, peerSubject: String?, output: any SessionOutput) {
         self.host = host
         self.shared = shared
         self.peer = peer
@@ -101,6 +101,11 @@ final class H2ServerSession: ResponseSink, @unchecked Sendable {
 
     /// Feeds received bytes to nghttp2 (its callbacks run inside). Nil, or the GOAWAY code of a fatal error
     /// (a flood, a protocol error nghttp2 does not answer itself): the owner terminates the session with it.
+    /// `receive`, then `terminate` with its error when it failed (for a transport that knows no nghttp2 types).
+    package func receiveOrTerminate(_ bytes: UnsafeRawBufferPointer) {
+        if let code = receive(bytes) { terminate(code) }
+    }
+
     func receive(_ bytes: UnsafeRawBufferPointer) -> nghttp2_error_code? {
         checkHost()
         guard let session, let base = bytes.baseAddress else { return nil }
@@ -117,7 +122,7 @@ final class H2ServerSession: ResponseSink, @unchecked Sendable {
         }
     }
 
-    enum Output {
+    package enum Output {
         /// Bytes to write, valid until the next call into the session.
         case bytes(UnsafeRawBufferPointer)
         /// Nothing queued now.
@@ -127,7 +132,7 @@ final class H2ServerSession: ResponseSink, @unchecked Sendable {
     }
 
     /// The next chunk of frames nghttp2 has queued.
-    func nextOutput() -> Output {
+    package func nextOutput() -> Output {
         checkHost()
         return nextOutputOnHost()
     }
@@ -147,7 +152,7 @@ final class H2ServerSession: ResponseSink, @unchecked Sendable {
 
     /// True once the session wants neither to read nor to write (after a GOAWAY went out): the owner
     /// shuts its side of the connection.
-    var isFinished: Bool {
+    package var isFinished: Bool {
         guard let session else { return true }
         return nghttp2_session_want_read(session) == 0 && nghttp2_session_want_write(session) == 0
     }
@@ -182,7 +187,7 @@ final class H2ServerSession: ResponseSink, @unchecked Sendable {
     }
 
     /// Ends every call still open (the connection is going) and frees nghttp2.
-    func close() {
+    package func close() {
         checkHost()
         guard !closed else { return }
         closed = true

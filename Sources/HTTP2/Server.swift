@@ -56,7 +56,7 @@ public struct ServerConfiguration: Sendable {
 }
 
 /// State every loop of a server reads: configuration, router, counters.
-final class ServerShared: Sendable {
+package final class ServerShared: Sendable {
     let configuration: ServerConfiguration
     let router: Router
     /// The interceptors that want each call's record, as one closure (the record is built only then), or
@@ -79,7 +79,7 @@ final class ServerShared: Sendable {
     let byCode: CodeCounters
     let requestIDPrefix: String
 
-    init(configuration: ServerConfiguration, router: Router) {
+    package init(configuration: ServerConfiguration, router: Router) {
         let pipeline =
             configuration.pipeline
             ?? CallPipeline(

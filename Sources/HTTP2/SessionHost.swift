@@ -4,7 +4,7 @@ import Lifecycle
 /// Where an `H2ServerSession` runs: the one thread it is confined to, its clock and timers, and how
 /// answers made on other threads reach it. In a server the host is the connection's `EventLoop`; the
 /// in-memory transport tests use a hand-turned host (a manual clock and task queue) instead.
-protocol SessionHost: AnyObject, Sendable {
+package protocol SessionHost: AnyObject, Sendable {
     /// True on the host's thread.
     var inHost: Bool { get }
     /// Stops the process off the host's thread, in every build (a thread-id compare).
@@ -19,19 +19,19 @@ protocol SessionHost: AnyObject, Sendable {
 }
 
 extension EventLoop: SessionHost {
-    var inHost: Bool { inEventLoop }
+    package var inHost: Bool { inEventLoop }
 
     @inline(__always)
-    func assertInHost(_ what: StaticString, file: StaticString, line: UInt) {
+    package func assertInHost(_ what: StaticString, file: StaticString, line: UInt) {
         assertInEventLoop(what, file: file, line: line)
     }
 
     @inline(__always)
-    func now() -> UInt64 { Monotonic.now() }
+    package func now() -> UInt64 { Monotonic.now() }
 }
 
 /// Where a session's output goes: told when the session has bytes to send, so its owner writes them
 /// at the end of the current loop iteration.
-protocol SessionOutput: AnyObject {
+package protocol SessionOutput: AnyObject {
     func outputPending()
 }

@@ -1,3 +1,4 @@
+import BillingTesting
 import IO
 import Dispatch
 @testable import HTTP2

@@ -1,44 +1,49 @@
-import IO
 import Glibc
-@testable import HTTP2
-import RPC
+package import IO
+import Lifecycle
+package import HTTP2
+package import RPC
 import Synchronization
 
 /// A session host turned by hand: a manual clock, timers that fire only when the transport advances the
 /// clock, and a task queue other threads post to. Confined to the thread that made it (a test's thread).
-final class ManualHost: SessionHost, @unchecked Sendable {
+package final class ManualHost: SessionHost, @unchecked Sendable {
     // Sendable: `clock`, `timers` and `nextTimer` are touched on the creating thread only (checked by
     // `assertInHost`); other threads only append to `inbox`, a Mutex.
     private let thread = pthread_self()
     private let inbox = Mutex<[@Sendable () -> Void]>([])
-    private(set) var clock: UInt64 = 1_000_000_000
+    private let posted = Signal()
+    package private(set) var clock: UInt64 = 1_000_000_000
     private var timers: [(at: UInt64, id: Int, action: () -> Void)] = []
     private var nextTimer = 1
 
-    var inHost: Bool { pthread_equal(thread, pthread_self()) != 0 }
+    package var inHost: Bool { pthread_equal(thread, pthread_self()) != 0 }
 
-    func assertInHost(_ what: StaticString, file: StaticString, line: UInt) {
+    package func assertInHost(_ what: StaticString, file: StaticString, line: UInt) {
         precondition(inHost, "\(what) used off its host thread", file: file, line: line)
     }
 
-    func execute(_ task: @escaping @Sendable () -> Void) { inbox.withLock { $0.append(task) } }
+    package func execute(_ task: @escaping @Sendable () -> Void) {
+        inbox.withLock { $0.append(task) }
+        posted.signal()
+    }
 
-    func schedule(afterNanoseconds nanoseconds: Int64, _ action: @escaping () -> Void) -> Int {
+    package func schedule(afterNanoseconds nanoseconds: Int64, _ action: @escaping () -> Void) -> Int {
         precondition(inHost)
         nextTimer += 1
         timers.append((clock &+ UInt64(max(0, nanoseconds)), nextTimer, action))
         return nextTimer
     }
 
-    func cancelTimer(_ id: Int) { timers.removeAll { $0.id == id } }
+    package func cancelTimer(_ id: Int) { timers.removeAll { $0.id == id } }
 
-    func now() -> UInt64 { clock }
+    package func now() -> UInt64 { clock }
 
-    var hasTimers: Bool { !timers.isEmpty }
+    package var hasTimers: Bool { !timers.isEmpty }
 
     /// Runs the queued tasks (and the tasks they queue); false when there were none.
     @discardableResult
-    func runReady() -> Bool {
+    package func runReady() -> Bool {
         var ran = false
         while true {
             let tasks = inbox.withLock { tasks in
@@ -52,24 +57,22 @@ final class ManualHost: SessionHost, @unchecked Sendable {
     }
 
     /// Waits up to `milliseconds` of real time for another thread to post a task.
-    func waitForTask(milliseconds: Int) -> Bool {
-        for _ in 0..<milliseconds {
-            if inbox.withLock({ !$0.isEmpty }) { return true }
-            usleep(1_000)
-        }
-        return false
+    package func waitForTask(milliseconds: Int) -> Bool {
+        if inbox.withLock({ !$0.isEmpty }) { return true }
+        // Woken by the post itself (a signal left from a task already run only makes the caller look again).
+        return posted.wait(timeout: .milliseconds(milliseconds)) || inbox.withLock { !$0.isEmpty }
     }
 
     /// Moves the clock to the next timer and fires every timer due then; false when none is set.
     @discardableResult
-    func advanceToNextTimer() -> Bool {
+    package func advanceToNextTimer() -> Bool {
         guard let next = timers.map(\.at).min() else { return false }
         advance(to: next)
         return true
     }
 
     /// Moves the clock to `time`, firing the timers due by then in order.
-    func advance(to time: UInt64) {
+    package func advance(to time: UInt64) {
         clock = max(clock, time)
         while let index = timers.indices.filter({ timers[$0].at <= clock }).min(by: { timers[$0].at < timers[$1].at }) {
             let timer = timers.remove(at: index)
@@ -81,29 +84,29 @@ final class ManualHost: SessionHost, @unchecked Sendable {
 /// The server side of an in-memory connection: an `H2ServerSession` on a `ManualHost`, whose bytes a
 /// `Client` reads and writes directly (no socket, no thread). Reading runs the host's queued tasks, and
 /// when nothing else can happen moves the manual clock to the next timer, so deadlines are deterministic.
-final class InMemoryTransport: ClientTransport, SessionOutput {
-    let host = ManualHost()
-    let shared: ServerShared
-    private(set) var session: H2ServerSession!
+package final class InMemoryTransport: ClientTransport, SessionOutput {
+    package let host = ManualHost()
+    package let shared: ServerShared
+    package private(set) var session: H2ServerSession!
     private var toClient: [UInt8] = []
     private var ended = false
     /// Whether reads may move the clock (off for tests that hold the clock still).
-    var advancesClock = true
+    package var advancesClock = true
     /// Bytes the client may take per read (a small value stands in for a client that reads slowly).
-    var readLimit = Int.max
+    package var readLimit = Int.max
 
-    init(configuration: ServerConfiguration = ServerConfiguration(), router: Router) {
+    package init(configuration: ServerConfiguration = ServerConfiguration(), router: Router) {
         shared = ServerShared(configuration: configuration, router: router)
         session = H2ServerSession(host: host, shared: shared, peer: "memory", peerSubject: nil, output: self)
     }
 
     /// A client on this transport.
-    func client() -> Client { Client(transport: self, authority: "memory") }
+    package func client() -> Client { Client(transport: self, authority: "memory") }
 
-    func outputPending() {}
+    package func outputPending() {}
 
     /// Takes what the session queued into the client's inbound buffer; ends the stream once the session is over.
-    func collect() {
+    package func collect() {
         while !ended {
             switch session.nextOutput() {
             case .bytes(let bytes): toClient.append(contentsOf: bytes)
@@ -120,17 +123,17 @@ final class InMemoryTransport: ClientTransport, SessionOutput {
         }
     }
 
-    var isTLS: Bool { false }
+    package var isTLS: Bool { false }
 
-    func write(_ bytes: UnsafeRawBufferPointer) throws(SocketError) -> Int {
+    package func write(_ bytes: UnsafeRawBufferPointer) throws(SocketError) -> Int {
         guard !ended else { throw .protocolError("connection closed") }
-        if let code = session.receive(bytes) { session.terminate(code) }
+        session.receiveOrTerminate(bytes)
         host.runReady()
         collect()
         return bytes.count
     }
 
-    func read(_ buffer: UnsafeMutableRawBufferPointer, tolerateTimeout: Bool) throws(SocketError) -> Int? {
+    package func read(_ buffer: UnsafeMutableRawBufferPointer, tolerateTimeout: Bool) throws(SocketError) -> Int? {
         while true {
             host.runReady()
             collect()
@@ -149,14 +152,14 @@ final class InMemoryTransport: ClientTransport, SessionOutput {
         }
     }
 
-    func setReceiveTimeout(milliseconds: Int) {}
+    package func setReceiveTimeout(milliseconds: Int) {}
 
-    var peerSpokeWhileIdle: Bool {
+    package var peerSpokeWhileIdle: Bool {
         collect()
         return ended || !toClient.isEmpty
     }
 
-    func close() {
+    package func close() {
         if !ended { session.close() }
         ended = true
     }

@@ -1,0 +1,54 @@
+package import Connect
+package import HTTP2
+package import IO
+import Lifecycle
+package import ProtoJSON
+package import RPC
+
+/// One port, every protocol, in memory: a gRPC server session whose `HTTPService` is the Connect gateway, both on
+/// the same `CallPipeline` (as billingd's App assembles them), behind an `InMemoryTransport` (a manual clock, no
+/// socket, no thread). A test calls a method over gRPC, Connect or gRPC-Web through the same interceptors, limits,
+/// deadline rule and in-flight count, and reads the call records the pipeline's observer saw.
+package final class PipelineClient {
+    package let pipeline: CallPipeline
+    package let transport: InMemoryTransport
+    package let client: Client
+
+    /// - Parameters:
+    ///   - router: the methods and interceptors (`router.intercept`, `router.authenticate`).
+    ///   - registry: the descriptors Connect's JSON needs (empty: proto only).
+    package init(
+        router: Router, registry: Registry? = nil, maxInFlight: Int = 100, maxDeadlineNanoseconds: Int64 = 60_000_000_000,
+        corsOrigins: [String] = []
+    ) throws {
+        pipeline = CallPipeline(router: router, admission: CallAdmission(limit: maxInFlight), maxDeadlineNanoseconds: maxDeadlineNanoseconds)
+        var connect = ConnectConfiguration()
+        connect.pipeline = pipeline
+        connect.corsOrigins = corsOrigins
+        connect.maxDeadlineNanoseconds = maxDeadlineNanoseconds
+        let gateway = ConnectGateway(router: router, registry: try registry ?? Registry(files: []), configuration: connect)
+        var configuration = ServerConfiguration()
+        configuration.pipeline = pipeline
+        configuration.http = gateway.service
+        configuration.maxDeadlineNanoseconds = maxDeadlineNanoseconds
+        transport = InMemoryTransport(configuration: configuration, router: router)
+        client = transport.client()
+    }
+
+    /// A gRPC call (`application/grpc`, the message framed).
+    package func grpc(
+        _ method: String, _ message: [UInt8] = [], metadata: [(String, String)] = [], timeoutNanoseconds: Int64? = nil
+    ) throws(SocketError) -> UnaryResponse {
+        try client.unary(method, message: message, metadata: metadata, timeoutNanoseconds: timeoutNanoseconds)
+    }
+
+    /// A Connect or gRPC-Web call: `POST /method` with this content type, body and header fields, over the same
+    /// HTTP/2 connection.
+    package func http(
+        _ method: String, contentType: String, body: [UInt8] = [], headers: [(String, String)] = []
+    ) throws(SocketError) -> UnaryResponse {
+        try client.request(
+            "POST", path: "/" + method, headers: [("content-type", contentType)] + headers, body: body,
+            deadline: Monotonic.now() &+ 30_000_000_000)
+    }
+}
