@@ -18,7 +18,7 @@ final class LiveApp {
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         var config = Configuration()
         config.listen = "127.0.0.1:0"
-        config.database = "sqlite:" + directory.appendingPathComponent("billing.db").path
+        config.database = .sqlite(path: directory.appendingPathComponent("billing.db").path)
         config.threads = 2
         config.maxMessageBytes = maxMessageBytes
         config.shutdownGrace = 5
@@ -192,7 +192,7 @@ struct LiveServerTests {
 
         var config = Configuration()
         config.listen = "127.0.0.1:0"
-        config.database = "sqlite:" + dir.appendingPathComponent("b.db").path
+        config.database = .sqlite(path: dir.appendingPathComponent("b.db").path)
         config.threads = 1
         config.tlsCert = cert
         config.tlsKey = key
