@@ -10,7 +10,7 @@ usage: bench/account_reads.py [--store sqlite|postgres] [--postgres URL]
 
 1. The database. billingd (the same binary as below) starts once on a fresh database, which it creates and migrates,
    and is stopped by PID. The filler then goes in directly with SQL, with the column lists of
-   Sources/Storage/Schema.swift and SQLLedger.swift (`columns`, `entitlementColumns`): --filler-transactions rows
+   Sources/Storage/Schema.swift and Ledger/SQLLedger.swift (`columns`, `entitlementColumns`): --filler-transactions rows
    (default 10 per account) over --filler-accounts accounts ("filler-NNNNNNN"), all bought in the past; per account
    a subscription of up to four transactions (original and renewals), one non-consumable, consumables for the rest,
    and its entitlement rows (the subscription's and the non-consumable's: one or two per account).
@@ -79,7 +79,7 @@ FILLER_STRIDE = 100_000
 HEAVY_BASE = 3_000_000_000_000_000  # heavy subscription transactions: HEAVY_BASE + k * 10000 + period
 HEAVY_COIN_BASE = 3_100_000_000_000_000
 
-# SQLLedger.columns and SQLLedger.entitlementColumns (Sources/Storage/SQLLedger.swift), in that order.
+# SQLLedger.columns and SQLLedger.entitlementColumns (Sources/Storage/Ledger/SQLLedger.swift), in that order.
 TX_COLUMNS = ("transaction_id, original_transaction_id, account_id, order_id, product_id, product_kind, purchase_time_ms, "
               "expires_time_ms, revocation_time_ms, quantity, environment, app_account_token, bundle_id, signed_time_ms, "
               "revocation_reason, store, ownership, upgraded, revocation_type, revocation_percentage, price_milliunits, "

@@ -146,6 +146,9 @@ public final class EventFeed: Sendable {
     /// Watchers holding a slot now (for metrics and tests).
     public var watcherCount: Int { state.withLock { $0.taken } }
 
+    /// Watchers past their backlog, sent each commit as it happens (tests wait for this rather than for time).
+    public var liveCount: Int { state.withLock { $0.live.count } }
+
     /// Streams the events after `after` (for one account, or all), then each new one as it commits.
     /// `key` names the caller for `maxWatchersPerKey`.
     public func watch(after: UInt64, accountID: String?, key: String = "", writer: StreamWriter) {

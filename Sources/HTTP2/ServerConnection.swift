@@ -17,35 +17,35 @@ final class ServerConnection: EventHandler, DeferredFlush, SessionOutput {
     let peer: String
     /// The peer's address without its port: the key of its connection slot.
     let addressKey: String
-    private var session: H2ServerSession?
+    var session: H2ServerSession?
     /// HTTP/1.1 behind TLS, bridged to the loop's libmicrohttpd.
-    private var bridge: TLSBridge?
+    var bridge: TLSBridge?
     var isBridged: Bool { bridge != nil }
     /// When the connection was accepted: the handshake and the first request bytes are due within
     /// `handshakeTimeoutNanoseconds` of it.
-    private let acceptedAt = Monotonic.now()
-    private var tls: TLSSession?
-    private var pending: [UInt8] = []
-    private var pendingOffset = 0
-    private var watchingWrites = false
-    private var flushScheduled = false
+    let acceptedAt = Monotonic.now()
+    var tls: TLSSession?
+    var pending: [UInt8] = []
+    var pendingOffset = 0
+    var watchingWrites = false
+    var flushScheduled = false
     /// Monotonic time of the last byte read or written, and of the last write progress.
-    private var lastActivity = Monotonic.now()
-    private var lastWriteProgress = Monotonic.now()
+    var lastActivity = Monotonic.now()
+    var lastWriteProgress = Monotonic.now()
     /// The client certificate's subject, once a mutual-TLS handshake verified it.
-    private(set) var peerSubject: String?
-    private(set) var closed = false
+    var peerSubject: String?
+    var closed = false
     /// The socket went to libmicrohttpd (which closes it and gives back its slot).
-    private var handedOff = false
-    private var draining = false
+    var handedOff = false
+    var draining = false
     /// h2c: the first bytes, held until they show the HTTP/2 preface (or an HTTP/1 request).
-    private var awaitingPreface = false
-    private var prefaceBytes: [UInt8] = []
+    var awaitingPreface = false
+    var prefaceBytes: [UInt8] = []
     /// Our side is shut (after an HTTP/1.1 answer or a GOAWAY); what the peer still sends is read and
     /// dropped until it closes, so unread input does not turn our FIN into a reset.
-    private var discarding = false
+    var discarding = false
     /// Set once the connection is ending: the monotonic time it closes at the latest, written or not.
-    private var lingerUntil: UInt64 = 0
+    var lingerUntil: UInt64 = 0
     /// How long an ending connection waits for its last bytes to go out and for the peer to close.
     static let lingerNanoseconds: UInt64 = 2_000_000_000
     /// The loop's registry that keeps this connection alive.
@@ -76,7 +76,7 @@ final class ServerConnection: EventHandler, DeferredFlush, SessionOutput {
         }
     }
 
-    private func startSession() {
+    func startSession() {
         let session = H2ServerSession(host: loop, shared: shared, peer: peer, peerSubject: peerSubject, output: self)
         self.session = session
         if draining { session.beginDrain() }
@@ -106,7 +106,7 @@ final class ServerConnection: EventHandler, DeferredFlush, SessionOutput {
         }
     }
 
-    private func continueHandshake() {
+    func continueHandshake() {
         guard let tls else { return }
         switch tls.handshake() {
         case .done:
@@ -138,7 +138,7 @@ final class ServerConnection: EventHandler, DeferredFlush, SessionOutput {
     /// h2c: peeks at the first bytes. HTTP/2 starts once they are the preface; an HTTP/1.x request goes to
     /// libmicrohttpd with its bytes unread (or, with no `HTTPService`, gets one HTTP/1.1 refusal); other
     /// bytes go to nghttp2, which answers them with GOAWAY.
-    private func sniffPreface() {
+    func sniffPreface() {
         var head = [UInt8](repeating: 0, count: preface.count)
         let n = recv(fd, &head, head.count, Int32(MSG_PEEK) | Int32(MSG_DONTWAIT))
         if n == 0 { return close() }
@@ -166,14 +166,14 @@ final class ServerConnection: EventHandler, DeferredFlush, SessionOutput {
     }
 
     /// Reads the `n` bytes already peeked at.
-    private func consume(_ n: Int) -> [UInt8] {
+    func consume(_ n: Int) -> [UInt8] {
         var bytes = [UInt8](repeating: 0, count: n)
         let got = Glibc.read(fd, &bytes, n)
         return Array(bytes.prefix(max(0, got)))
     }
 
     /// A cleartext HTTP/1.x connection leaves this shell for the loop's libmicrohttpd, with its slot.
-    private func handOff(to engine: HTTP1Engine) {
+    func handOff(to engine: HTTP1Engine) {
         awaitingPreface = false
         closed = true
         handedOff = true
@@ -183,7 +183,7 @@ final class ServerConnection: EventHandler, DeferredFlush, SessionOutput {
     }
 
     /// HTTP/1.1 behind TLS: bridged to the loop's libmicrohttpd through a socketpair.
-    private func startBridge(tls: TLSSession, engine: HTTP1Engine) {
+    func startBridge(tls: TLSSession, engine: HTTP1Engine) {
         var pair: [Int32] = [-1, -1]
         guard socketpair(AF_UNIX, Int32(SOCK_STREAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue) | Int32(SOCK_NONBLOCK.rawValue), 0, &pair) == 0 else {
             return close()
@@ -195,7 +195,7 @@ final class ServerConnection: EventHandler, DeferredFlush, SessionOutput {
     }
 
     /// An HTTP/1.x request on the gRPC port: one HTTP/1.1 answer, then the connection closes.
-    private func answerHTTP1() {
+    func answerHTTP1() {
         awaitingPreface = false
         // At most the preface's length was read: a request line starts with a method token (upper-case letters)
         // and a space.
@@ -215,7 +215,7 @@ final class ServerConnection: EventHandler, DeferredFlush, SessionOutput {
 
     /// Ends the connection with a GOAWAY carrying `code`, queued after what already waits; once it is
     /// written our side is shut (`shutOutput`). A peer that never reads is closed at `lingerUntil`.
-    private func terminate(_ code: nghttp2_error_code) {
+    func terminate(_ code: nghttp2_error_code) {
         guard !closed, !discarding else { return }
         if lingerUntil == 0 { lingerUntil = Monotonic.now() &+ Self.lingerNanoseconds }
         guard let session else { return close() }
@@ -225,7 +225,7 @@ final class ServerConnection: EventHandler, DeferredFlush, SessionOutput {
 
     /// The session is over and everything it had is written (its GOAWAY last): shut our side so the peer
     /// reads the GOAWAY and then EOF, and drop what it still sends until it closes.
-    private func shutOutput() {
+    func shutOutput() {
         guard !closed, !discarding else { return }
         session?.close()
         tls?.shutdown()
@@ -236,13 +236,13 @@ final class ServerConnection: EventHandler, DeferredFlush, SessionOutput {
         loop.modify(fd, events: EPOLLIN.rawValue | EPOLLRDHUP.rawValue)
     }
 
-    private func discardInput() {
+    func discardInput() {
         let buffer = loop.readBuffer
         let n = Glibc.read(fd, buffer.baseAddress, buffer.count)
         if n == 0 || (n < 0 && errno != EAGAIN && errno != EINTR) { close() }
     }
 
-    private func readAvailable() {
+    func readAvailable() {
         let buffer = loop.readBuffer
         for _ in 0..<8 {
             let n: Int
@@ -289,7 +289,7 @@ final class ServerConnection: EventHandler, DeferredFlush, SessionOutput {
         loop.flushLater(self)
     }
 
-    private func watchWrites(_ on: Bool) {
+    func watchWrites(_ on: Bool) {
         guard on != watchingWrites, !closed else { return }
         watchingWrites = on
         loop.modify(fd, events: EPOLLIN.rawValue | EPOLLRDHUP.rawValue | (on ? EPOLLOUT.rawValue : 0))
@@ -362,7 +362,7 @@ final class ServerConnection: EventHandler, DeferredFlush, SessionOutput {
     }
 
     /// Bytes written (possibly fewer than given), or nil when the connection is gone.
-    private func writeOut(_ bytes: UnsafeRawBufferPointer) -> Int? {
+    func writeOut(_ bytes: UnsafeRawBufferPointer) -> Int? {
         var total = 0
         defer {
             if total > 0 {
@@ -391,68 +391,6 @@ final class ServerConnection: EventHandler, DeferredFlush, SessionOutput {
         }
         return total
     }
-
-    func close() {
-        loop.assertInEventLoop("ServerConnection")
-        guard !closed else { return }
-        closed = true
-        session?.close()
-        session = nil
-        bridge?.close()
-        bridge = nil
-        tls?.shutdown()
-        tls = nil
-        loop.deregister(fd)
-        Glibc.close(fd)
-        shared.connectionClosed(addressKey: addressKey)
-        owner?.forget(fd)
-    }
-
-    /// Called once a second by the loop: GOAWAY after the idle timeout, drop a peer that stopped reading.
-    func sweep(now: UInt64) {
-        guard !closed else { return }
-        if session == nil && bridge == nil && lingerUntil == 0,
-            now &- acceptedAt > UInt64(max(0, shared.configuration.handshakeTimeoutNanoseconds))
-        {
-            // A TLS handshake or a preface that does not come (a slow or silent client) holds no slot for long.
-            return close()
-        }
-        if lingerUntil != 0 {
-            // Ending: closed once the peer closes, or now at the latest.
-            if now >= lingerUntil { close() }
-            return
-        }
-        let headerTimeout = UInt64(max(0, shared.configuration.handshakeTimeoutNanoseconds))
-        if session?.expireCalls(now: now, headerTimeoutNanoseconds: headerTimeout) == true {
-            // A header block trickling in for seconds (slowloris over HTTP/2) holds no slot for long.
-            terminate(NGHTTP2_ENHANCE_YOUR_CALM)
-            return
-        }
-        let config = shared.configuration
-        // Output waits (in our buffer, or answers nghttp2 holds behind a closed flow-control window)
-        // and the peer has taken nothing for too long: it never reads. Drop it; its memory goes with it.
-        let waiting = pendingOffset < pending.count || session?.holdsAnswers == true
-        if waiting, now &- lastWriteProgress > UInt64(config.writeStallNanoseconds) {
-            // GOAWAY after what waits; a peer that still reads nothing is closed at the linger deadline.
-            terminate(NGHTTP2_ENHANCE_YOUR_CALM)
-            return
-        }
-        if session?.isIdle ?? true, !draining, now &- lastActivity > UInt64(config.idleTimeoutNanoseconds) {
-            terminate(NGHTTP2_NO_ERROR)
-        }
-    }
-
-    // MARK: Draining
-
-    /// Tells the client to stop opening streams; answers in flight still complete.
-    func beginDrain() {
-        draining = true
-        guard let session, !closed else { return }
-        session.beginDrain()
-    }
-
-    /// The session has frames to send (`SessionOutput`).
-    func outputPending() { scheduleFlush() }
 }
 
 /// The HTTP/2 connection preface a client sends first.

@@ -78,8 +78,7 @@ struct EventFeedTests {
         // At the newest cursor, the watch goes live and gets what commits next.
         let atEnd = Recorder(takes: nil)
         feed.watch(after: 2, accountID: nil, writer: atEnd.writer())
-        #expect(eventually { feed.watcherCount == 1 })
-        usleep(50_000)
+        #expect(eventually { feed.liveCount == 1 })
         createOrders(orders, 1, account: "other")
         #expect(eventually { atEnd.count == 1 })
         #expect(atEnd.ended == nil)
@@ -119,8 +118,7 @@ struct EventFeedTests {
         let first = Recorder(takes: nil)
         let writer = first.writer()
         feed.watch(after: 0, accountID: nil, key: "k", writer: writer)
-        #expect(eventually { feed.watcherCount == 1 })
-        usleep(50_000)  // live by now
+        #expect(eventually { feed.liveCount == 1 })
         let refused = Recorder(takes: nil)
         feed.watch(after: 0, accountID: nil, key: "k", writer: refused.writer())
         #expect(refused.ended?.0?.reason == "OVERLOADED")
@@ -148,8 +146,7 @@ struct EventFeedTests {
         feed.watch(after: 0, accountID: nil, key: "a", writer: partly.writer())
         feed.watch(after: 0, accountID: nil, key: "b", writer: stalled.writer())
         feed.watch(after: 0, accountID: nil, key: "c", writer: reader.writer())
-        #expect(eventually { feed.watcherCount == 3 })
-        usleep(50_000)
+        #expect(eventually { feed.liveCount == 3 })
         createOrders(orders, 200)
         #expect(eventually { stalled.ended != nil && partly.ended != nil && reader.count == 200 })
         for r in [stalled, partly] {

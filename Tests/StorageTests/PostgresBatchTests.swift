@@ -2,6 +2,7 @@ import Billing
 import Foundation
 import Storage
 import Synchronization
+import Lifecycle
 import Testing
 import TestSupport
 
@@ -30,8 +31,14 @@ struct PostgresBatchTests {
     static func holdPool(_ store: any OrderStore, ms: UInt32) -> DispatchGroup {
         let held = DispatchGroup()
         held.enter()
-        store.read({ _ throws(BillingError) in usleep(ms * 1000) }, completion: { _ in held.leave() })
-        usleep(20_000)
+        let taken = Signal()
+        store.read(
+            { _ throws(BillingError) in
+                taken.signal()
+                usleep(ms * 1000)
+            }, completion: { _ in held.leave() })
+        // The connection has the job (not only the queue): what is submitted from now on waits for it.
+        _ = taken.wait(timeout: .seconds(10))
         return held
     }
 
