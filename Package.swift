@@ -93,10 +93,11 @@ let package = Package(
             ],
             swiftSettings: strict),
 
-        .target(name: "TestSupport", path: "Tests/TestSupport", swiftSettings: strict),
+        .target(name: "TestSupport", dependencies: ["Lifecycle"], path: "Tests/TestSupport", swiftSettings: strict),
         // The test kit: the in-memory transport and manual clock, a client of one port's call pipeline over every protocol.
         .target(
-            name: "BillingTesting", dependencies: ["Connect", "HTTP2", "IO", "Lifecycle", "ProtoJSON", "RPC"], path: "Tests/BillingTesting",
+            name: "BillingTesting", dependencies: ["Billing", "Connect", "Daemon", "HTTP2", "IO", "Lifecycle", "ProtoJSON", "RPC"],
+            path: "Tests/BillingTesting",
             swiftSettings: strict),
         .testTarget(
             name: "ConnectTests", dependencies: ["BillingTesting", "Connect", "HTTP2", "ProtoWire", "RPC"], swiftSettings: strict),
@@ -105,8 +106,9 @@ let package = Package(
             swiftSettings: strict),
         .testTarget(name: "LifecycleTests", dependencies: ["Lifecycle"], swiftSettings: strict),
         .testTarget(name: "MetricsTests", dependencies: ["Metrics"], swiftSettings: strict),
-        .testTarget(name: "DaemonTests", dependencies: ["Daemon"], swiftSettings: strict),
-        .testTarget(name: "RPCTests", dependencies: ["RPC", "ProtoWire"], swiftSettings: strict),
+        .testTarget(
+            name: "DaemonTests", dependencies: ["BillingAPI", "BillingTesting", "Daemon", "HTTP2", "ProtoWire", "RPC"], swiftSettings: strict),
+        .testTarget(name: "RPCTests", dependencies: ["Lifecycle", "RPC", "ProtoWire"], swiftSettings: strict),
         .testTarget(name: "ProtoJSONTests", dependencies: ["TestSupport", "ProtoJSON", "ProtoWire"], swiftSettings: strict),
         .testTarget(
             name: "BillingTests",

@@ -1,3 +1,4 @@
+import Crypto
 import Foundation
 import ProtoWire
 import Synchronization
@@ -18,8 +19,6 @@ private struct HeaderKey: Hashable {
         bytes.withUnsafeBytes { hasher.combine(bytes: UnsafeRawBufferPointer(rebasing: $0[max(0, $0.count - 128)...])) }
     }
 }
-/// Ids for distinct header texts, never reused: equal ids mean byte-equal headers (so equal x5c chains).
-private let nextHeaderID = Atomic<UInt64>(1)
 
 /// A compact JWS (`header.payload.signature`, base64url) as StoreKit 2 signs it.
 public struct JWS: Sendable {
@@ -30,8 +29,11 @@ public struct JWS: Sendable {
     /// The bytes the signature covers: `header.payload` as sent.
     public let signingInput: [UInt8]
     public let signature: [UInt8]
-    /// Identifies the header text (alg and x5c) while it stays in the parse cache: two JWS with the same id
-    /// carry byte-identical headers. Verifiers key their chain caches on it instead of hashing x5c again.
+    /// Identifies the header text (alg and x5c): the first 8 bytes of its SHA-256, the same for the same text in
+    /// every parse (the parse cache may be cleared meanwhile: a counter re-numbered a header then, and a verifier's
+    /// chain cache missed; two suites parsing at once in one process showed it). Verifiers key their chain caches on
+    /// it. Equal ids for different headers would need a 64-bit collision, and could only make a JWS fail: the
+    /// cached chain's leaf key must still verify its signature.
     public let headerID: UInt64
 
     /// The largest JWS accepted (real ones are about 3-5 KiB; notifications nest two).
@@ -80,7 +82,7 @@ public struct JWS: Sendable {
             guard let chain = header["x5c"] as? [Any] else { throw .malformed("JWS header has no x5c chain") }
             let strings = chain.compactMap { $0 as? String }
             guard strings.count == chain.count else { throw .malformed("x5c entries must be strings") }
-            let id = nextHeaderID.add(1, ordering: .relaxed).newValue
+            let id = Digest.sha256(Array(parts[0])).prefix(8).reduce(UInt64(0)) { $0 << 8 | UInt64($1) }
             (alg, x5c, headerID) = (a, strings, id)
             headerCache.withLock { cache in
                 if cache.count >= 64 { cache.removeAll(keepingCapacity: true) }

@@ -7,7 +7,7 @@ public import Billing
 public import BillingService
 import Crypto
 import Foundation
-import HTTP2
+public import HTTP2
 import HTTPFront
 import Metrics
 import ProtoJSON
@@ -26,6 +26,9 @@ public final class App: Sendable {
     public let health: HealthState
     let store: any OrderStore
     let server: Server
+    /// The gRPC port's complete configuration (pipeline, Connect's service, limits): what a test's in-memory
+    /// transport serves the same calls with (`BillingTesting.InMemoryApp`), no port bound.
+    public let portConfiguration: ServerConfiguration
     let metrics: BillingMetrics
     let metricsServer: HTTPFront?
     let notificationsServer: HTTPFront?
@@ -276,6 +279,7 @@ public final class App: Sendable {
             }
         }
         do {
+            portConfiguration = serverConfig
             server = try Server(configuration: serverConfig, router: router)
         } catch {
             throw StartError(description: "billingd: \(error)")

@@ -13,7 +13,8 @@ package final class ManualHost: SessionHost, @unchecked Sendable {
     private let thread = pthread_self()
     private let inbox = Mutex<[@Sendable () -> Void]>([])
     private let posted = Signal()
-    package private(set) var clock: UInt64 = 1_000_000_000
+    // Starts at the real monotonic time: deadlines the session sets on it and handlers read against CallClock agree.
+    package private(set) var clock: UInt64 = Monotonic.now()
     private var timers: [(at: UInt64, id: Int, action: () -> Void)] = []
     private var nextTimer = 1
 

@@ -35,6 +35,14 @@ package final class PipelineClient {
         client = transport.client()
     }
 
+    /// The port a server configuration describes, with its pipeline and HTTP service (an App's `portConfiguration`).
+    package init(serving configuration: ServerConfiguration) {
+        let pipeline = configuration.pipeline ?? CallPipeline(router: Router(), admission: CallAdmission(limit: configuration.maxInFlight))
+        self.pipeline = pipeline
+        transport = InMemoryTransport(configuration: configuration, router: pipeline.router)
+        client = transport.client()
+    }
+
     /// A gRPC call (`application/grpc`, the message framed).
     package func grpc(
         _ method: String, _ message: [UInt8] = [], metadata: [(String, String)] = [], timeoutNanoseconds: Int64? = nil

@@ -3,6 +3,7 @@ import Foundation
 import GooglePlayAPI
 import HTTPClient
 import Synchronization
+import Lifecycle
 
 /// What a helper process printed and how it ended.
 struct ProcessResult {
@@ -83,14 +84,10 @@ func keyFileJSON(
 
 /// Sends through `client` and waits for the answer.
 func exchange(_ client: HTTPClient, _ request: HTTPClientRequest) -> Result<HTTPClientResponse, HTTPClientError> {
-    let box = Mutex<Result<HTTPClientResponse, HTTPClientError>?>(nil)
-    let done = DispatchSemaphore(value: 0)
-    client.send(request) { r in
-        box.withLock { $0 = r }
-        done.signal()
+    guard let answer = Blocking.wait(timeout: .seconds(30), { client.send(request, completion: $0) }) else {
+        preconditionFailure("no answer within 30 s")
     }
-    precondition(done.wait(timeout: .now() + 30) == .success, "no answer within 30 s")
-    return box.withLock { $0! }
+    return answer
 }
 
 /// The RSA modulus of a PEM key file as OpenSSL's CLI prints it (an independent source for JWK `n`).

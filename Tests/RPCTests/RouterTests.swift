@@ -2,6 +2,7 @@ import Dispatch
 import Glibc
 import ProtoWire
 import RPC
+import Lifecycle
 import Synchronization
 import Testing
 
@@ -16,16 +17,10 @@ struct RouterTests {
 
     private func call(_ router: Router, _ path: String, _ bytes: [UInt8], _ context: CallContext = CallContext(method: "m")) -> Result<[UInt8], RPCError> {
         guard case .unary(_, let handler) = router.resolve(path: path) else { return .failure(.unimplemented(path)) }
-        let done = DispatchSemaphore(value: 0)
-        let result = Mutex<Result<[UInt8], RPCError>?>(nil)
-        handler(
-            context, bytes,
-            Responder { r in
-                result.withLock { $0 = r }
-                done.signal()
-            })
-        _ = done.wait(timeout: .now() + 5)
-        return result.withLock { $0 } ?? .failure(RPCError(code: .deadlineExceeded, message: "no answer"))
+        let answer: Result<[UInt8], RPCError>? = Blocking.wait(timeout: .seconds(5)) { done in
+            handler(context, bytes, Responder { done($0) })
+        }
+        return answer ?? .failure(RPCError(code: .deadlineExceeded, message: "no answer"))
     }
 
     @Test("a handler registered .loop runs on the caller's thread; .pool on a worker")

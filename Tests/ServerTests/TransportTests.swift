@@ -2,6 +2,7 @@ import Foundation
 import HTTP2
 import RPC
 import Synchronization
+import Lifecycle
 import TestSupport
 import Testing
 
@@ -86,7 +87,7 @@ struct TransportTests {
         let id = try c.start("test.v1.T/Slow", body: MessageFraming.frame([42]))
         try c.flush()
         #expect(eventually { server.inFlightCount == 1 })
-        let stopped = DispatchSemaphore(value: 0)
+        let stopped = Signal()
         Thread.detachNewThread {
             server.shutdown(graceSeconds: 5)
             stopped.signal()
@@ -95,7 +96,7 @@ struct TransportTests {
         let r = c.finish(id)
         #expect(r.code == .ok)
         #expect(r.message == [42])
-        #expect(stopped.wait(timeout: .now() + 10) == .success)
+        #expect(stopped.wait(timeout: .seconds(10)))
     }
 
     @Test("a large message arrives in many DATA frames and returns whole")

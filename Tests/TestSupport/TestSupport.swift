@@ -1,17 +1,11 @@
-import Dispatch
 import Foundation
 import Synchronization
+import Lifecycle
 
 /// Waits (at most 20 s) for a callback-style answer: stores answer on their own threads.
 public func wait<T: Sendable>(_ start: (@escaping @Sendable (T) -> Void) -> Void) -> T {
-    let box = Mutex<T?>(nil)
-    let done = DispatchSemaphore(value: 0)
-    start { value in
-        box.withLock { $0 = value }
-        done.signal()
-    }
-    precondition(done.wait(timeout: .now() + 20) == .success, "no answer within 20 s")
-    return box.withLock { $0! }
+    guard let answer = Blocking.wait(timeout: .seconds(20), start) else { preconditionFailure("no answer within 20 s") }
+    return answer
 }
 
 /// Polls `condition` for up to `seconds` (no fixed sleeps in the pass path).
