@@ -41,12 +41,13 @@ let package = Package(
         .target(name: "BillingAPI", dependencies: ["ProtoWire"], swiftSettings: safe),
         .target(name: "ProtoJSON", dependencies: ["ProtoWire"], exclude: ["README.md"], swiftSettings: safe),
         .target(name: "Billing", exclude: ["README.md"], swiftSettings: safe),
-        .target(name: "AppStore", dependencies: ["Crypto", "ProtoWire"], exclude: ["README.md"], swiftSettings: strict),
-        .target(name: "AppStoreAPI", dependencies: ["AppStore", "Crypto", "ProtoWire"], exclude: ["README.md"], swiftSettings: strict),
-        .target(name: "GooglePlayAPI", dependencies: ["AppStore", "Crypto", "ProtoWire"], exclude: ["README.md"], swiftSettings: strict),
+        .target(name: "JOSE", dependencies: ["ProtoWire"], exclude: ["README.md"], swiftSettings: strict),
+        .target(name: "AppStore", dependencies: ["Crypto", "JOSE", "ProtoWire"], exclude: ["README.md"], swiftSettings: strict),
+        .target(name: "AppStoreAPI", dependencies: ["AppStore", "Crypto", "JOSE", "ProtoWire"], exclude: ["README.md"], swiftSettings: strict),
+        .target(name: "GooglePlayAPI", dependencies: ["Crypto", "JOSE", "ProtoWire"], exclude: ["README.md"], swiftSettings: strict),
         .target(
             name: "BillingService",
-            dependencies: ["Lifecycle", "Billing", "BillingAPI", "RPC", "ProtoWire", "AppStore", "AppStoreAPI", "GooglePlayAPI", "Crypto"],
+            dependencies: ["Lifecycle", "Billing", "BillingAPI", "RPC", "ProtoWire", "AppStore", "AppStoreAPI", "GooglePlayAPI", "Crypto", "JOSE"],
             exclude: ["README.md"],
             swiftSettings: strict),
 
@@ -57,7 +58,8 @@ let package = Package(
             name: "HTTP2", dependencies: ["Lifecycle", "IO", "CNGHTTP2", "CMicroHTTPD", "CSystem", "RPC", "ProtoWire"], exclude: ["README.md"],
             swiftSettings: hotPath),
         .target(name: "HTTPClient", dependencies: ["Lifecycle", "IO", "CCurl", "CSystem"], exclude: ["README.md"], swiftSettings: strict),
-        .target(name: "AppStoreHTTP", dependencies: ["Lifecycle", "AppStoreAPI", "AppStore", "HTTPClient"], exclude: ["README.md"], swiftSettings: strict),
+        .target(
+            name: "AppStoreHTTP", dependencies: ["Lifecycle", "AppStoreAPI", "AppStore", "HTTPClient", "JOSE"], exclude: ["README.md"], swiftSettings: strict),
         .target(
             name: "GooglePlayHTTP", dependencies: ["Lifecycle", "GooglePlayAPI", "HTTPClient", "IO", "Crypto", "ProtoWire"], exclude: ["README.md"],
             swiftSettings: strict),
@@ -104,6 +106,7 @@ let package = Package(
         .testTarget(
             name: "ProtoWireTests", dependencies: ["TestSupport", "ProtoWire", "BillingAPI", "RPC"], exclude: ["golden.json"],
             swiftSettings: strict),
+        .testTarget(name: "JOSETests", dependencies: ["JOSE", "ProtoWire"], swiftSettings: strict),
         .testTarget(name: "LifecycleTests", dependencies: ["Lifecycle"], swiftSettings: strict),
         .testTarget(name: "MetricsTests", dependencies: ["Metrics"], swiftSettings: strict),
         .testTarget(

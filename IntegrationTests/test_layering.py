@@ -26,7 +26,7 @@ LAYERS = [
     ("the lifecycle kit: workers, services, waits, the monotonic clock", {"Lifecycle"}),
     ("the lowest wrappers: event loops, sockets, TLS; gzip", {"IO", "Gzip"}),
     ("pure leaves", {"ProtoWire", "Metrics", "Billing", "TestSupport"}),
-    ("wire messages, the RPC core, OpenSSL, proto3 JSON", {"RPC", "BillingAPI", "Crypto", "ProtoJSON"}),
+    ("wire messages, the RPC core, OpenSSL, proto3 JSON, JOSE", {"RPC", "BillingAPI", "Crypto", "ProtoJSON", "JOSE"}),
     ("HTTP/2, the outbound HTTP client, signed App Store data, the stores", {"HTTP2", "HTTPClient", "AppStore", "Storage"}),
     ("the App Store Server API and Google Play Developer API, the side ports, Connect and gRPC-Web",
      {"AppStoreAPI", "GooglePlayAPI", "HTTPFront", "Connect"}),
@@ -42,7 +42,7 @@ TEST_RANK = len(LAYERS)
 C_TARGETS = LAYERS[0][1]
 # DESIGN.md's "may use C" modules, with IO, Gzip, HTTPClient, AppStoreHTTP and GooglePlayHTTP.
 WRAPPERS = {"IO", "Gzip", "Crypto", "HTTP2", "HTTPClient", "HTTPFront", "Storage", "AppStoreHTTP", "GooglePlayHTTP"}
-PURE = {"Lifecycle", "ProtoWire", "Metrics", "RPC", "BillingAPI", "Billing", "AppStore", "BillingService"}
+PURE = {"Lifecycle", "ProtoWire", "Metrics", "RPC", "BillingAPI", "Billing", "JOSE", "AppStore", "GooglePlayAPI", "BillingService"}
 TRANSPORTS = {"IO", "HTTP2", "HTTPClient", "HTTPFront", "AppStoreHTTP", "GooglePlayHTTP", "Connect"}
 BILLING = {"Billing", "BillingAPI", "BillingService"}
 

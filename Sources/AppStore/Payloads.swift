@@ -1,3 +1,4 @@
+import JOSE
 import Foundation
 
 /// App Store environments as signed data names them.

@@ -1,5 +1,6 @@
 public import Crypto
 import Foundation
+import JOSE
 
 /// A local test store, like StoreKit Testing in Xcode: a root, an intermediate and a leaf with
 /// Apple's marker OIDs, kept as PEM files in one directory, signing StoreKit 2 transactions and
@@ -178,9 +179,8 @@ public final class TestStore: Sendable {
         else {
             throw Failure(description: "payload is not JSON")
         }
-        let input = JWS.base64URL([UInt8](h)) + "." + JWS.base64URL([UInt8](p))
         do {
-            return input + "." + JWS.base64URL(try leafKey.signES256(Array(input.utf8)))
+            return try CompactJWS.join(header: [UInt8](h), payload: [UInt8](p)) { (input: [UInt8]) throws(CryptoError) in try leafKey.signES256(input) }
         } catch {
             throw Failure(description: "signing failed: \(error)")
         }

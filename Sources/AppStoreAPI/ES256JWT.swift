@@ -1,5 +1,5 @@
 public import Crypto
-import AppStore
+import JOSE
 
 /// A compact JWS signed with ES256 by an App Store Connect key (`.p8`), as Apple's libraries make them: the
 /// header `{"alg":"ES256","kid":KEY_ID,"typ":"JWT"}` (PyJWT's, sorted keys), the claims as given, and the
@@ -7,9 +7,8 @@ import AppStore
 public enum ES256JWT {
     /// `header.claims.signature`; `claims` is a JSON object's text.
     public static func sign(keyID: String, claims: String, key: PrivateKey) throws(CryptoError) -> String {
-        let header = #"{"alg":"ES256","kid":"# + JSONText.quote(keyID) + #","typ":"JWT"}"#
-        let input = JWS.base64URL(Array(header.utf8)) + "." + JWS.base64URL(Array(claims.utf8))
-        let signature = try key.signES256(Array(input.utf8))
-        return input + "." + JWS.base64URL(signature)
+        try CompactJWS.join(header: CompactJWS.jwtHeader(algorithm: "ES256", keyID: keyID), payload: Array(claims.utf8)) {
+            (input: [UInt8]) throws(CryptoError) in try key.signES256(input)
+        }
     }
 }

@@ -1,3 +1,4 @@
+import JOSE
 import AppStore
 import Glibc
 import Synchronization

@@ -1,3 +1,4 @@
+import JOSE
 public import AppStoreAPI
 import AppStore
 import Glibc

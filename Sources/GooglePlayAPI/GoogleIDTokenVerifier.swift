@@ -1,5 +1,5 @@
 import Crypto
-import AppStore
+import JOSE
 import Glibc
 import ProtoWire
 import Synchronization
@@ -125,16 +125,13 @@ public final class GoogleIDTokenVerifier: Sendable {
     private func check(_ token: String) throws(Refusal) -> Claims {
         guard !token.isEmpty else { throw .noToken }
         guard token.utf8.count <= 16384 else { throw .malformed("longer than 16 KiB") }
-        let parts = token.split(separator: ".", omittingEmptySubsequences: false)
-        guard parts.count == 3, let headerBytes = Base64.decode(String(parts[0])), let payload = Base64.decode(String(parts[1])),
-            let signature = Base64.decode(String(parts[2])), !signature.isEmpty
-        else { throw .malformed("not a compact JWS") }
-        guard case .object(let header)? = try? JSONReader.parse(headerBytes) else { throw .malformed("the header is not a JSON object") }
+        guard let jws = try? CompactJWS.split(token, maxBytes: 16384), !jws.signature.isEmpty else { throw .malformed("not a compact JWS") }
+        let (payload, signature) = (jws.payload, jws.signature)
+        guard case .object(let header)? = try? JSONReader.parse(jws.header) else { throw .malformed("the header is not a JSON object") }
         guard case .string("RS256")? = header["alg"] else { throw .malformed("alg is not RS256") }
         guard case .string(let kid)? = header["kid"], !kid.isEmpty else { throw .unknownKey("(none)") }
         guard let key = keys[kid] else { throw .unknownKey(String(kid.prefix(64))) }
-        let input = Array(token.utf8.prefix(parts[0].utf8.count + 1 + parts[1].utf8.count))
-        guard key.verifyRS256(signature: signature, message: input) else { throw .badSignature }
+        guard key.verifyRS256(signature: signature, message: jws.signingInput) else { throw .badSignature }
         guard case .object(let claims)? = try? JSONReader.parse(payload) else { throw .malformed("the claims are not a JSON object") }
         func text(_ k: String) -> String? { if case .string(let s)? = claims[k] { s } else { nil } }
         func seconds(_ k: String) throws(Refusal) -> Int64 {

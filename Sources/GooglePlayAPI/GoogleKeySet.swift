@@ -1,5 +1,5 @@
 public import Crypto
-import AppStore
+import JOSE
 
 /// The public keys Google signs ID tokens (Pub/Sub push tokens) with, by key id: from Google's JWKS
 /// (`https://www.googleapis.com/oauth2/v3/certs`: `{"keys": [{"kid", "n", "e", "alg", "kty", "use"}]}`) or its PEM

@@ -1,4 +1,4 @@
-import AppStore
+import JOSE
 import Glibc
 
 // Google's JSON into `GooglePlay` values: camelCase members, int64 as JSON strings (a bare number is taken too),

@@ -1,5 +1,6 @@
 public import Crypto
 import Glibc
+import JOSE
 import ProtoWire
 
 /// A service account's JSON key file, as the Google Cloud console writes it: the members billingd uses
@@ -83,8 +84,8 @@ public struct ServiceAccountKey: Sendable, CustomStringConvertible {
 public enum RS256JWT {
     /// `header.claims.signature`; `claims` is a JSON object's text.
     public static func sign(keyID: String, claims: String, key: PrivateKey) throws(CryptoError) -> String {
-        let header = keyID.isEmpty ? #"{"alg":"RS256","typ":"JWT"}"# : #"{"alg":"RS256","kid":"# + JSONString.quote(keyID) + #","typ":"JWT"}"#
-        let input = Base64.encodeURL(Array(header.utf8)) + "." + Base64.encodeURL(Array(claims.utf8))
-        return input + "." + Base64.encodeURL(try key.signRS256(Array(input.utf8)))
+        try CompactJWS.join(header: CompactJWS.jwtHeader(algorithm: "RS256", keyID: keyID), payload: Array(claims.utf8)) {
+            (input: [UInt8]) throws(CryptoError) in try key.signRS256(input)
+        }
     }
 }

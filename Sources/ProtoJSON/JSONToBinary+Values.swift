@@ -3,7 +3,7 @@ import ProtoWire
 extension JSONToBinary {
     /// The wire value of one JSON value for a field of `kind`; nil for an enum name the schema lacks, which is
     /// skipped when unknown fields are ignored.
-    func value(_ kind: FieldKind, _ typeName: String, _ json: JSONValue, depth: Int) throws(ProtoJSONError) -> RawValue? {
+    func value(_ kind: FieldKind, _ typeName: String, _ json: JSONNode, depth: Int) throws(ProtoJSONError) -> RawValue? {
         switch kind {
         case .int32: return .varint(UInt64(bitPattern: try Self.signed(json, bits: 32)))
         case .int64: return .varint(UInt64(bitPattern: try Self.signed(json, bits: 64)))
@@ -38,7 +38,7 @@ extension JSONToBinary {
 
     /// An enum value by name, or by number (as a JSON number or a numeric string); any int32 number is kept, as
     /// proto3 enums are open.
-    private func enumeration(_ typeName: String, _ json: JSONValue) throws(ProtoJSONError) -> RawValue? {
+    private func enumeration(_ typeName: String, _ json: JSONNode) throws(ProtoJSONError) -> RawValue? {
         guard let info = registry.enums[typeName] else { throw .invalidField(path: "", reason: "unknown enum \(typeName)") }
         if case .string(let name) = json, !JSONNumber.isNumber(name) {
             if let n = info.numberByName[name] { return .varint(UInt64(bitPattern: Int64(n))) }
@@ -51,12 +51,12 @@ extension JSONToBinary {
         }
     }
 
-    static func expected(_ what: String, _ json: JSONValue) -> ProtoJSONError {
+    static func expected(_ what: String, _ json: JSONNode) -> ProtoJSONError {
         .invalidField(path: "", reason: "expected \(what), got \(json.kindName)")
     }
 
     /// The text of a number given as a JSON number or as a string holding one.
-    private static func numberText(_ json: JSONValue, _ what: String) throws(ProtoJSONError) -> String {
+    private static func numberText(_ json: JSONNode, _ what: String) throws(ProtoJSONError) -> String {
         switch json {
         case .number(let t): return t
         case .string(let s) where JSONNumber.isNumber(s): return s
@@ -66,7 +66,7 @@ extension JSONToBinary {
     }
 
     /// A signed integer of `bits` bits: digits read exactly; a fraction or exponent only when the value is whole.
-    static func signed(_ json: JSONValue, bits: Int) throws(ProtoJSONError) -> Int64 {
+    static func signed(_ json: JSONNode, bits: Int) throws(ProtoJSONError) -> Int64 {
         let text = try numberText(json, "an integer")
         let value: Int64
         if let exact = Int64(text) {
@@ -83,7 +83,7 @@ extension JSONToBinary {
     }
 
     /// An unsigned integer of `bits` bits.
-    static func unsigned(_ json: JSONValue, bits: Int) throws(ProtoJSONError) -> UInt64 {
+    static func unsigned(_ json: JSONNode, bits: Int) throws(ProtoJSONError) -> UInt64 {
         let text = try numberText(json, "an integer")
         let value: UInt64
         if let exact = UInt64(text) {
@@ -102,7 +102,7 @@ extension JSONToBinary {
     }
 
     /// A float or double: a number, a numeric string, or "NaN", "Infinity", "-Infinity".
-    static func floating(_ json: JSONValue, isFloat: Bool) throws(ProtoJSONError) -> Double {
+    static func floating(_ json: JSONNode, isFloat: Bool) throws(ProtoJSONError) -> Double {
         switch json {
         case .string("NaN"): return .nan
         case .string("Infinity"): return .infinity

@@ -5,12 +5,12 @@ struct JSONToBinary {
     let registry: Registry
 
     /// The message's fields in number order; `json` must be an object (or null inside a message: unset).
-    func message(_ m: MessageInfo, _ json: JSONValue, depth: Int) throws(ProtoJSONError) -> [UInt8] {
+    func message(_ m: MessageInfo, _ json: JSONNode, depth: Int) throws(ProtoJSONError) -> [UInt8] {
         guard depth <= registry.limits.maxDepth else { throw .tooDeep(path: "") }
         if m.fullName == anyTypeName { return try any(json, depth: depth) }
         if unsupportedWellKnownTypes.contains(m.fullName) { throw .unsupportedType(path: "", typeName: m.fullName) }
         guard case .object(let members) = json else { throw .invalidField(path: "", reason: "expected an object, got \(json.kindName)") }
-        var assigned: [(index: Int, key: String, value: JSONValue)] = []
+        var assigned: [(index: Int, key: String, value: JSONNode)] = []
         var seen = Set<Int>()
         var oneofs: [Int: String] = [:]
         for (key, value) in members {
@@ -38,7 +38,7 @@ struct JSONToBinary {
         return writer.finish()
     }
 
-    private func field(_ field: FieldInfo, _ value: JSONValue, into writer: inout ProtoWriter, depth: Int) throws(ProtoJSONError) {
+    private func field(_ field: FieldInfo, _ value: JSONNode, into writer: inout ProtoWriter, depth: Int) throws(ProtoJSONError) {
         if field.isMap { return try map(field, value, into: &writer, depth: depth) }
         if !field.isRepeated {
             guard let scalar = try self.value(field.kind, field.typeName, value, depth: depth) else { return }
@@ -64,7 +64,7 @@ struct JSONToBinary {
     }
 
     /// A map: an object whose member names are the keys as strings; every entry written with key and value.
-    private func map(_ field: FieldInfo, _ value: JSONValue, into writer: inout ProtoWriter, depth: Int) throws(ProtoJSONError) {
+    private func map(_ field: FieldInfo, _ value: JSONNode, into writer: inout ProtoWriter, depth: Int) throws(ProtoJSONError) {
         guard case .object(let members) = value else { throw .invalidField(path: "", reason: "expected an object, got \(value.kindName)") }
         guard let entry = registry.messages[field.typeName], let k = entry.indexByNumber[1], let v = entry.indexByNumber[2] else {
             throw .unknownMessage(field.typeName)
@@ -75,7 +75,7 @@ struct JSONToBinary {
                 guard keys.insert(key).inserted else { throw ProtoJSONError.invalidField(path: "", reason: "key given twice") }
                 if case .null = item { throw ProtoJSONError.invalidField(path: "", reason: "null is not a map value") }
                 let keyField = entry.fields[k]
-                let keyValue: JSONValue =
+                let keyValue: JSONNode =
                     switch keyField.kind {
                     case .string: .string(key)
                     case .bool where key == "true": .bool(true)
@@ -123,7 +123,7 @@ struct JSONToBinary {
 
     /// `google.protobuf.Any`: `"@type"` names the embedded message, whose fields are the other members (or,
     /// for an embedded Any, the member `"value"`). `{}` is an empty Any.
-    private func any(_ json: JSONValue, depth: Int) throws(ProtoJSONError) -> [UInt8] {
+    private func any(_ json: JSONNode, depth: Int) throws(ProtoJSONError) -> [UInt8] {
         guard case .object(let members) = json else { throw .invalidField(path: "", reason: "expected an object, got \(json.kindName)") }
         if members.isEmpty { return [] }
         let types = members.filter { $0.key == "@type" }

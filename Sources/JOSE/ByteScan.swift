@@ -1,6 +1,6 @@
 /// Word-at-a-time scans over bytes for the hot parsing paths (notification bodies and JWS payloads are
 /// 5-10 KiB of plain characters): eight bytes per step, then byte by byte from the word that may hold a hit.
-enum ByteScan {
+package enum ByteScan {
     private static let ones: UInt64 = 0x0101_0101_0101_0101
     private static let highs: UInt64 = 0x8080_8080_8080_8080
 
@@ -16,7 +16,7 @@ enum ByteScan {
     }
 
     /// The index of the first `"`, `\` or control byte at or after `start`, or `buffer.count`.
-    static func firstSpecial(_ buffer: UnsafeBufferPointer<UInt8>, from start: Int) -> Int {
+    package static func firstSpecial(_ buffer: UnsafeBufferPointer<UInt8>, from start: Int) -> Int {
         var i = start
         if let base = buffer.baseAddress {
             let raw = UnsafeRawPointer(base)

@@ -1,15 +1,16 @@
-/// A parsed JSON value (RFC 8259). Numbers keep their literal text, so 64-bit integers lose nothing.
-enum JSONValue: Sendable, Equatable {
+/// A parsed JSON value (RFC 8259) as proto3's JSON mapping reads it. Numbers keep their literal text, so 64-bit integers
+/// lose nothing and `1e2` for an int64 can be refused; JOSE's `JSONValue` is the signed payloads' reader (Sources/JOSE/README.md).
+enum JSONNode: Sendable, Equatable {
     case null
     case bool(Bool)
     /// The number as written: `-12`, `1.5e3`.
     case number(String)
     case string(String)
-    case array([JSONValue])
+    case array([JSONNode])
     /// Members in input order; duplicate keys are kept for the caller to refuse.
-    case object([(key: String, value: JSONValue)])
+    case object([(key: String, value: JSONNode)])
 
-    static func == (a: JSONValue, b: JSONValue) -> Bool {
+    static func == (a: JSONNode, b: JSONNode) -> Bool {
         switch (a, b) {
         case (.null, .null): true
         case (.bool(let x), .bool(let y)): x == y
@@ -41,7 +42,7 @@ struct JSONParser {
     private let maxNesting: Int
 
     /// Parses one JSON text; whitespace may surround it, nothing else.
-    static func parse(_ bytes: [UInt8], maxNesting: Int) throws(ProtoJSONError) -> JSONValue {
+    static func parse(_ bytes: [UInt8], maxNesting: Int) throws(ProtoJSONError) -> JSONNode {
         var parser = JSONParser(bytes: bytes, maxNesting: maxNesting)
         parser.skipSpace()
         let value = try parser.value(depth: 0)
@@ -61,13 +62,13 @@ struct JSONParser {
         while i < bytes.count, bytes[i] == 0x20 || bytes[i] == 0x0A || bytes[i] == 0x0D || bytes[i] == 0x09 { i += 1 }
     }
 
-    private mutating func value(depth: Int) throws(ProtoJSONError) -> JSONValue {
+    private mutating func value(depth: Int) throws(ProtoJSONError) -> JSONNode {
         guard i < bytes.count else { throw fail("unexpected end of input") }
         switch bytes[i] {
         case UInt8(ascii: "{"):
             guard depth < maxNesting else { throw fail("nested too deep") }
             i += 1
-            var members: [(key: String, value: JSONValue)] = []
+            var members: [(key: String, value: JSONNode)] = []
             skipSpace()
             if i < bytes.count && bytes[i] == UInt8(ascii: "}") {
                 i += 1
@@ -96,7 +97,7 @@ struct JSONParser {
         case UInt8(ascii: "["):
             guard depth < maxNesting else { throw fail("nested too deep") }
             i += 1
-            var elements: [JSONValue] = []
+            var elements: [JSONNode] = []
             skipSpace()
             if i < bytes.count && bytes[i] == UInt8(ascii: "]") {
                 i += 1
@@ -129,7 +130,7 @@ struct JSONParser {
         }
     }
 
-    private mutating func literal(_ word: String, _ value: JSONValue) throws(ProtoJSONError) -> JSONValue {
+    private mutating func literal(_ word: String, _ value: JSONNode) throws(ProtoJSONError) -> JSONNode {
         let expected = Array(word.utf8)
         guard i + expected.count <= bytes.count, bytes[i..<i + expected.count].elementsEqual(expected) else {
             throw fail("unexpected character")

@@ -1,4 +1,4 @@
-@testable import AppStore
+@testable import JOSE
 import ProtoWire
 import Foundation
 import Testing
