@@ -36,6 +36,7 @@ let package = Package(
         // Pure Swift layers.
         .target(name: "Lifecycle", exclude: ["README.md"], swiftSettings: strict),
         .target(name: "ProtoWire", exclude: ["README.md"], swiftSettings: strict),
+        .target(name: "Logging", dependencies: ["Lifecycle", "ProtoWire"], exclude: ["README.md"], swiftSettings: strict),
         .target(name: "Metrics", exclude: ["README.md"], swiftSettings: safe),
         .target(name: "RPC", dependencies: ["Lifecycle", "ProtoWire"], exclude: ["README.md"], swiftSettings: hotPath),
         .target(name: "BillingAPI", dependencies: ["ProtoWire"], swiftSettings: safe),
@@ -66,15 +67,23 @@ let package = Package(
         .target(name: "Gzip", dependencies: ["CZlib"], exclude: ["README.md"], swiftSettings: strict),
         .target(name: "Connect", dependencies: ["Lifecycle", "Gzip", "HTTP2", "RPC", "ProtoJSON", "ProtoWire"], exclude: ["README.md"], swiftSettings: strict),
         .target(
-            name: "Webhooks", dependencies: ["Lifecycle", "Billing", "BillingService", "ProtoJSON", "HTTPClient", "Crypto"], exclude: ["README.md"],
+            name: "Webhooks", dependencies: ["Lifecycle", "Billing", "BillingAPI", "BillingService", "ProtoJSON", "ProtoWire", "HTTPClient", "Crypto", "RPC"],
+            exclude: ["README.md"],
             swiftSettings: strict),
         .target(name: "HTTPFront", dependencies: ["Lifecycle", "HTTP2", "IO", "RPC"], exclude: ["README.md"], swiftSettings: strict),
         .target(name: "Storage", dependencies: ["Lifecycle", "CSQLite", "CLibPQ", "Billing", "Crypto"], exclude: ["README.md"], swiftSettings: strict),
 
         .target(
+            name: "Endpoints",
+            dependencies: [
+                "Billing", "BillingService", "GooglePlayAPI", "HTTP2", "HTTPClient", "HTTPFront", "Lifecycle", "Logging", "Metrics", "ProtoWire", "RPC",
+            ],
+            exclude: ["README.md"], swiftSettings: strict),
+        .target(
             name: "Daemon",
             dependencies: [
-                "Connect", "HTTP2", "HTTPFront", "IO", "Lifecycle", "ProtoJSON", "RPC", "ProtoWire", "Billing", "BillingService", "Storage", "AppStore",
+                "Connect", "Endpoints", "HTTP2", "HTTPFront", "IO", "Lifecycle", "Logging", "ProtoJSON", "RPC", "ProtoWire", "Billing", "BillingService",
+                "Storage", "AppStore",
                 "AppStoreAPI",
                 "AppStoreHTTP", "Crypto",
                 "Metrics", "HTTPClient", "Webhooks", "GooglePlayAPI", "GooglePlayHTTP",
@@ -98,7 +107,7 @@ let package = Package(
         .target(name: "TestSupport", dependencies: ["Lifecycle"], path: "Tests/TestSupport", swiftSettings: strict),
         // The test kit: the in-memory transport and manual clock, a client of one port's call pipeline over every protocol.
         .target(
-            name: "BillingTesting", dependencies: ["Billing", "Connect", "Daemon", "HTTP2", "IO", "Lifecycle", "ProtoJSON", "RPC"],
+            name: "BillingTesting", dependencies: ["Billing", "Connect", "Daemon", "Logging", "HTTP2", "IO", "Lifecycle", "ProtoJSON", "RPC"],
             path: "Tests/BillingTesting",
             swiftSettings: strict),
         .testTarget(
@@ -138,7 +147,8 @@ let package = Package(
         .testTarget(
             name: "ServerTests",
             dependencies: [
-                "BillingTesting", "Lifecycle", "TestSupport", "Daemon", "HTTP2", "CNGHTTP2", "RPC", "Billing", "BillingService", "BillingAPI", "Storage",
+                "BillingTesting", "Logging", "Lifecycle", "TestSupport", "Daemon", "HTTP2", "CNGHTTP2", "RPC", "Billing", "BillingService", "BillingAPI",
+                "Storage",
                 "ProtoWire",
             ],
             swiftSettings: strict),

@@ -26,12 +26,13 @@ LAYERS = [
     ("the lifecycle kit: workers, services, waits, the monotonic clock", {"Lifecycle"}),
     ("the lowest wrappers: event loops, sockets, TLS; gzip", {"IO", "Gzip"}),
     ("pure leaves", {"ProtoWire", "Metrics", "Billing", "TestSupport"}),
-    ("wire messages, the RPC core, OpenSSL, proto3 JSON, JOSE", {"RPC", "BillingAPI", "Crypto", "ProtoJSON", "JOSE"}),
+    ("wire messages, the RPC core, OpenSSL, proto3 JSON, JOSE, the log", {"RPC", "BillingAPI", "Crypto", "ProtoJSON", "JOSE", "Logging"}),
     ("HTTP/2, the outbound HTTP client, signed App Store data, the stores", {"HTTP2", "HTTPClient", "AppStore", "Storage"}),
     ("the App Store Server API and Google Play Developer API, the side ports, Connect and gRPC-Web",
      {"AppStoreAPI", "GooglePlayAPI", "HTTPFront", "Connect"}),
     ("billing handlers, the App Store and Google Play HTTP clients", {"BillingService", "AppStoreHTTP", "GooglePlayHTTP"}),
-    ("the webhook sender (the feed over the HTTP client)", {"Webhooks"}),
+    ("the webhook sender (the feed over the HTTP client) and its admin methods", {"Webhooks"}),
+    ("the side port's HTTP endpoints (store notifications into the after-sale engines)", {"Endpoints"}),
     ("the daemon's wiring", {"Daemon"}),
     ("the test kit (for test targets only)", {"BillingTesting"}),
     ("executables", {"billingd", "billingctl"}),
@@ -42,7 +43,7 @@ TEST_RANK = len(LAYERS)
 C_TARGETS = LAYERS[0][1]
 # DESIGN.md's "may use C" modules, with IO, Gzip, HTTPClient, AppStoreHTTP and GooglePlayHTTP.
 WRAPPERS = {"IO", "Gzip", "Crypto", "HTTP2", "HTTPClient", "HTTPFront", "Storage", "AppStoreHTTP", "GooglePlayHTTP"}
-PURE = {"Lifecycle", "ProtoWire", "Metrics", "RPC", "BillingAPI", "Billing", "JOSE", "AppStore", "GooglePlayAPI", "BillingService"}
+PURE = {"Lifecycle", "ProtoWire", "Metrics", "RPC", "BillingAPI", "Billing", "JOSE", "Logging", "AppStore", "GooglePlayAPI", "BillingService"}
 TRANSPORTS = {"IO", "HTTP2", "HTTPClient", "HTTPFront", "AppStoreHTTP", "GooglePlayHTTP", "Connect"}
 BILLING = {"Billing", "BillingAPI", "BillingService"}
 

@@ -1,3 +1,5 @@
+import Endpoints
+public import Logging
 import IO
 import AppStore
 import AppStoreAPI

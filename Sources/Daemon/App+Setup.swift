@@ -1,3 +1,4 @@
+public import Logging
 import IO
 import AppStore
 import AppStoreAPI

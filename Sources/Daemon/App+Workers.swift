@@ -1,3 +1,4 @@
+import Logging
 import BillingService
 import Billing
 import Lifecycle

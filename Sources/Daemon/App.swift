@@ -1,3 +1,5 @@
+import Endpoints
+public import Logging
 import IO
 import AppStore
 import AppStoreAPI
@@ -326,7 +328,7 @@ public final class App: Sendable {
                 logger.log(.warning, "no --bundle-id or --trust-root: the notifications endpoint refuses every notification")
             }
             let endpoint = NotificationEndpoint(
-                processor: processor, logger: logger, metrics: metrics, pool: pools.verification,
+                processor: processor, logger: logger, notifications: metrics.notifications, pool: pools.verification,
                 unavailable: {
                     if health.isDraining { return "SHUTTING_DOWN" }
                     return storeForReady.isReachable() ? nil : "STORAGE_UNAVAILABLE"
@@ -334,7 +336,7 @@ public final class App: Sendable {
                 unconfiguredReason: configuration.bundleIDs.isEmpty && !configuration.dev ? "WRONG_APP" : "RECEIPT_UNTRUSTED")
             let rtdn = googlePlay?.rtdn.map { r in
                 RTDNEndpoint(
-                    verifier: r.verifier, processor: r.processor, logger: logger, metrics: metrics, pool: pools.googlePlay,
+                    verifier: r.verifier, processor: r.processor, logger: logger, notifications: metrics.notifications, pool: pools.googlePlay,
                     unavailable: {
                         if health.isDraining { return "SHUTTING_DOWN" }
                         return storeForReady.isReachable() ? nil : "STORAGE_UNAVAILABLE"
@@ -345,20 +347,10 @@ public final class App: Sendable {
             if let cert = configuration.notificationsTLSCert, let key = configuration.notificationsTLSKey {
                 front.tls = HTTPFrontConfiguration.TLS(certificatePath: cert, keyPath: key)
             }
-            front.maxBodyBytes = NotificationEndpoint.maxBodyBytes
+            front.maxBodyBytes = NotificationRoutes.maxBodyBytes
+            let routes = NotificationRoutes(appStore: endpoint, rtdn: rtdn)
             do {
-                notificationsServer = try HTTPFront(
-                    configuration: front,
-                    precheck: { request in
-                        guard request.path == RTDNEndpoint.path else { return endpoint.precheck(request) }
-                        // Without --rtdn-audience the path is not served.
-                        guard let rtdn else { return NotificationEndpoint.json(404, ["error": "NOT_FOUND"]) }
-                        return rtdn.precheck(request)
-                    },
-                    handler: { request, respond in
-                        if request.path == RTDNEndpoint.path, let rtdn { return rtdn.handle(request, respond) }
-                        endpoint.handle(request, respond)
-                    })
+                notificationsServer = try HTTPFront(configuration: front, precheck: routes.precheck, handler: routes.handle)
             } catch {
                 throw StartError(description: "billingd: --notifications-listen: \(error)")
             }

@@ -1,3 +1,5 @@
+import Endpoints
+public import Logging
 import Billing
 import BillingService
 import Foundation

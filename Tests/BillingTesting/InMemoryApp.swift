@@ -1,5 +1,6 @@
 package import Billing
 package import Daemon
+import Logging
 import Glibc
 
 /// billingd assembled in memory: the App the flags describe (its handlers, interceptors, keys, limits, metrics,

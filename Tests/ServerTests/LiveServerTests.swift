@@ -1,3 +1,4 @@
+import Logging
 import IO
 import BillingAPI
 import Daemon

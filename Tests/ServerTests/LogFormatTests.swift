@@ -1,3 +1,4 @@
+import Logging
 @testable import Daemon
 import Foundation
 import Testing

@@ -1,3 +1,4 @@
+import Logging
 import Daemon
 import Foundation
 import Glibc

@@ -1,3 +1,4 @@
+import Logging
 import Connect
 import HTTP2
 

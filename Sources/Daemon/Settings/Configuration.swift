@@ -1,3 +1,4 @@
+public import Logging
 import Foundation
 public import Billing
 public import Webhooks

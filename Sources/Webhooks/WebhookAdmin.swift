@@ -1,17 +1,17 @@
 import Billing
 import BillingAPI
-import BillingService
+package import BillingService
 import ProtoWire
-import RPC
+package import RPC
 import Webhooks
 
 /// billing.admin.v1.Admin's webhook methods (`billingctl webhooks status|replay`), served beside AdminService:
 /// they need the sender, which lives above the billing handlers.
-enum WebhookAdmin {
-    static let getStatus = "billing.admin.v1.Admin/GetWebhookStatus"
-    static let replay = "billing.admin.v1.Admin/ReplayWebhooks"
+package enum WebhookAdmin {
+    package static let getStatus = "billing.admin.v1.Admin/GetWebhookStatus"
+    package static let replay = "billing.admin.v1.Admin/ReplayWebhooks"
     /// The store calls block: they run on `pool` (App's store pool), never a loop.
-    static func register(in router: inout Router, sender: WebhookSender?, pool: WorkerPool) {
+    package static func register(in router: inout Router, sender: WebhookSender?, pool: WorkerPool) {
         router.register(getStatus, GetWebhookStatusRequest.self, on: .pool(pool)) { _, _, responder in
             answer(responder, sender, wrap: { $0 }) { sender throws(BillingError) in try sender.status().get() }
         }

@@ -1,19 +1,20 @@
-import Billing
-import BillingService
+package import Billing
+package import BillingService
 import Foundation
-import HTTP2
+package import HTTP2
 import HTTPFront
-import Metrics
-import RPC
+package import Logging
+package import Metrics
+package import RPC
 import ProtoWire
-import Lifecycle
+package import Lifecycle
 
 /// `POST /appstore/notifications` (CONFIG.md): statuses, the log line per delivery and the metric.
 /// 200 only once the notification's effect (or the record that it needed none) is durable; 400 with
 /// `{"error": REASON}` when the body or a signature cannot be trusted (nothing recorded); 503 while the
 /// database is unreachable or the server drains; 404, 405, 413, 415 for other paths, methods, sizes, types.
-struct NotificationEndpoint: Sendable {
-    static let path = "/appstore/notifications"
+package struct NotificationEndpoint: Sendable {
+    package static let path = "/appstore/notifications"
     /// The types Apple documents; any other is counted as OTHER so the metric's labels stay bounded.
     static let knownTypes: Set<String> = [
         "CONSUMPTION_REQUEST", "DID_CHANGE_RENEWAL_PREF", "DID_CHANGE_RENEWAL_STATUS", "DID_FAIL_TO_RENEW", "DID_RENEW", "EXPIRED",
@@ -23,12 +24,13 @@ struct NotificationEndpoint: Sendable {
     ]
 
     /// The largest body (CONFIG.md); larger ones get 413 from the front before any byte is buffered.
-    static let maxBodyBytes = 64 << 10
+    package static let maxBodyBytes = 64 << 10
 
     /// Nil when billingd serves no app or trusts no root: every delivery is refused.
     let processor: NotificationProcessor?
     let logger: Logger
-    let metrics: BillingMetrics
+    /// `billingd_notifications_total` by type and result.
+    let notifications: Counter
     /// Where HTTP/1.1 deliveries are verified: App's verification pool.
     let pool: WorkerPool
     /// Why no notification can be taken now: SHUTTING_DOWN while draining, STORAGE_UNAVAILABLE while the
@@ -37,8 +39,20 @@ struct NotificationEndpoint: Sendable {
     /// The reason every delivery gets when billingd serves no app (WRONG_APP) or trusts no root (RECEIPT_UNTRUSTED).
     let unconfiguredReason: String
 
+    package init(
+        processor: NotificationProcessor?, logger: Logger, notifications: Counter, pool: WorkerPool, unavailable: @escaping @Sendable () -> String?,
+        unconfiguredReason: String
+    ) {
+        self.processor = processor
+        self.logger = logger
+        self.notifications = notifications
+        self.pool = pool
+        self.unavailable = unavailable
+        self.unconfiguredReason = unconfiguredReason
+    }
+
     /// `{"KEY":"VALUE"}`: keys and values here come from fixed sets (results, reasons) of plain ASCII.
-    static func json(_ status: Int, _ object: KeyValuePairs<String, String>, headers: [(String, String)] = []) -> HTTPResponse {
+    package static func json(_ status: Int, _ object: KeyValuePairs<String, String>, headers: [(String, String)] = []) -> HTTPResponse {
         var text = "{"
         for (i, (k, v)) in object.enumerated() {
             if i > 0 { text += "," }
@@ -50,7 +64,7 @@ struct NotificationEndpoint: Sendable {
     }
 
     /// Answers what needs no body: the path, the method, the content type, availability.
-    func precheck(_ request: HTTPRequest) -> HTTPResponse? {
+    package func precheck(_ request: HTTPRequest) -> HTTPResponse? {
         guard request.path == Self.path else { return Self.json(404, ["error": "NOT_FOUND"]) }
         guard request.method == "POST" else { return Self.json(405, ["error": "METHOD_NOT_ALLOWED"], headers: [("allow", "POST")]) }
         let type = request.header("content-type")?.split(separator: ";").first?.trimmingCharacters(in: .whitespaces).lowercased()
@@ -62,7 +76,7 @@ struct NotificationEndpoint: Sendable {
         return nil
     }
 
-    func handle(_ request: HTTPRequest, _ respond: @escaping @Sendable (HTTPResponse) -> Void) {
+    package func handle(_ request: HTTPRequest, _ respond: @escaping @Sendable (HTTPResponse) -> Void) {
         let started = Monotonic.now()
         let body = request.body, peer = request.peer
         guard let processor else {
@@ -97,7 +111,7 @@ struct NotificationEndpoint: Sendable {
         reason: String? = nil, detail: String? = nil
     ) {
         let type = s.map { Self.knownTypes.contains($0.type) ? $0.type : ($0.type.isEmpty ? "UNKNOWN" : "OTHER") } ?? "UNKNOWN"
-        metrics.notifications.inc([type, result])
+        notifications.inc([type, result])
         var fields: [(String, Logger.LogValue)] = [("status", .int(status)), ("result", .string(result))]
         if let s {
             if !s.uuid.isEmpty { fields.append(("notification_uuid", .string(s.uuid))) }

@@ -105,7 +105,7 @@ public final class Logger: Sendable {
     }
 
     /// One line of JSON, newline included.
-    static func format(_ level: LogLevel, _ msg: String, _ fields: [(String, LogValue)]) -> [UInt8] {
+    package static func format(_ level: LogLevel, _ msg: String, _ fields: [(String, LogValue)]) -> [UInt8] {
         var line = [UInt8]()
         line.reserveCapacity(256)
         line.append(contentsOf: #"{"time":""#.utf8)
@@ -141,7 +141,7 @@ public final class Logger: Sendable {
     }
 
     /// `micros` as milliseconds with three decimals: 1234 -> 1.234.
-    static func appendMillis(_ micros: UInt64, to line: inout [UInt8]) {
+    package static func appendMillis(_ micros: UInt64, to line: inout [UInt8]) {
         line.append(contentsOf: String(micros / 1000).utf8)
         line.append(UInt8(ascii: "."))
         let frac = micros % 1000
@@ -151,12 +151,12 @@ public final class Logger: Sendable {
     }
 
     /// `s` as a JSON string, as log lines spell it (`JSONString.quote`).
-    static func quote(_ s: String) -> String { JSONString.quote(s) }
+    package static func quote(_ s: String) -> String { JSONString.quote(s) }
 
     /// The formatted `YYYY-MM-DDTHH:MM:SS.` of the current second, reused within the second.
     private static let secondCache = Mutex<(second: Int, prefix: [UInt8])>((-1, []))
 
-    static func appendTimestamp(_ line: inout [UInt8]) {
+    package static func appendTimestamp(_ line: inout [UInt8]) {
         var ts = timespec()
         clock_gettime(CLOCK_REALTIME, &ts)
         let second = ts.tv_sec
@@ -185,7 +185,7 @@ public final class Logger: Sendable {
     }
 
     /// RFC 3339 UTC with milliseconds.
-    static func timestamp() -> String {
+    package static func timestamp() -> String {
         var ts = timespec()
         clock_gettime(CLOCK_REALTIME, &ts)
         var t = ts.tv_sec
