@@ -16,6 +16,9 @@ public enum StorageError: Error, Sendable, Equatable, CustomStringConvertible, S
     case rolledBack(tag: String)
     /// The database's schema is `found` steps in, newer than the `known` steps of this billingd.
     case schemaTooNew(found: Int, known: Int)
+    /// Step `version` of the database is named `found`, this billingd's step of that number `expected`: the database
+    /// was migrated by another build. Nothing is changed.
+    case schemaMismatch(version: Int, found: String, expected: String)
     /// Not a database failure: a subscription lock another transaction holds, met by a job that shares its
     /// transaction with other jobs (it does not wait while holding theirs; it runs again alone after the batch).
     case lockBusy
@@ -34,6 +37,8 @@ public enum StorageError: Error, Sendable, Equatable, CustomStringConvertible, S
         case .connectionLost(let message): "postgres connection: \(message)"
         case .rolledBack(let tag): "the transaction was rolled back (\(tag))"
         case .schemaTooNew(let found, let known): "database schema version \(found) is newer than this billingd (\(known))"
+        case .schemaMismatch(let version, let found, let expected):
+            "database schema step \(version) is '\(found.prefix(100))', this billingd's step \(version) is '\(expected)': the database was migrated by another build"
         case .lockBusy: "subscription lock held by another transaction"
         case .orderChanged(let id): "order \(id) changed during completion; retry"
         case .orderIDTaken(let id): "order id \(id) already in use"

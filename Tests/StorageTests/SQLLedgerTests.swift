@@ -66,7 +66,7 @@ struct EntitlementBackfillTests {
         do {
             // The previous release's schema (steps 1 and 2) and what it recorded.
             let db = try SQLiteConnection(path: path)
-            for step in Schema.steps(.sqlite).prefix(2) { try db.execute(step) }
+            for step in Schema.steps(.sqlite).prefix(2) { try db.execute(step.sql) }
             try db.execute("PRAGMA user_version = 2")
             let columns =
                 "transaction_id, original_transaction_id, account_id, order_id, product_id, product_kind, purchase_time_ms, expires_time_ms, revocation_time_ms, quantity, environment, app_account_token, bundle_id"
