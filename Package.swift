@@ -47,8 +47,13 @@ let package = Package(
         .target(name: "AppStoreAPI", dependencies: ["AppStore", "Crypto", "JOSE", "ProtoWire"], exclude: ["README.md"], swiftSettings: strict),
         .target(name: "GooglePlayAPI", dependencies: ["Crypto", "JOSE", "ProtoWire"], exclude: ["README.md"], swiftSettings: strict),
         .target(
+            name: "AfterSale", dependencies: ["Lifecycle", "Billing", "AppStore", "AppStoreAPI", "GooglePlayAPI", "JOSE"], exclude: ["README.md"],
+            swiftSettings: strict),
+        .target(
             name: "BillingService",
-            dependencies: ["Lifecycle", "Billing", "BillingAPI", "RPC", "ProtoWire", "AppStore", "AppStoreAPI", "GooglePlayAPI", "Crypto", "JOSE"],
+            dependencies: [
+                "AfterSale", "Lifecycle", "Billing", "BillingAPI", "RPC", "ProtoWire", "AppStore", "AppStoreAPI", "GooglePlayAPI", "Crypto", "JOSE",
+            ],
             exclude: ["README.md"],
             swiftSettings: strict),
 
@@ -76,13 +81,15 @@ let package = Package(
         .target(
             name: "Endpoints",
             dependencies: [
-                "Billing", "BillingService", "GooglePlayAPI", "HTTP2", "HTTPClient", "HTTPFront", "Lifecycle", "Logging", "Metrics", "ProtoWire", "RPC",
+                "AfterSale", "Billing", "BillingService", "GooglePlayAPI", "HTTP2", "HTTPClient", "HTTPFront", "Lifecycle", "Logging", "Metrics", "ProtoWire",
+                "RPC",
             ],
             exclude: ["README.md"], swiftSettings: strict),
         .target(
             name: "Daemon",
             dependencies: [
-                "Connect", "Endpoints", "HTTP2", "HTTPFront", "IO", "Lifecycle", "Logging", "ProtoJSON", "RPC", "ProtoWire", "Billing", "BillingService",
+                "AfterSale", "Connect", "Endpoints", "HTTP2", "HTTPFront", "IO", "Lifecycle", "Logging", "ProtoJSON", "RPC", "ProtoWire", "Billing",
+                "BillingService",
                 "Storage", "AppStore",
                 "AppStoreAPI",
                 "AppStoreHTTP", "Crypto",
@@ -131,7 +138,8 @@ let package = Package(
         .testTarget(
             name: "PurchaseTests",
             dependencies: [
-                "Lifecycle", "TestSupport", "Billing", "BillingService", "AppStore", "Crypto", "Storage", "AppStoreAPI", "BillingAPI", "RPC", "ProtoWire",
+                "AfterSale", "Lifecycle", "TestSupport", "Billing", "BillingService", "AppStore", "Crypto", "Storage", "AppStoreAPI", "BillingAPI", "RPC",
+                "ProtoWire",
             ],
             swiftSettings: strict),
         .testTarget(

@@ -1,3 +1,4 @@
+public import AfterSale
 import AppStore
 import AppStoreAPI
 import Billing

@@ -1,3 +1,4 @@
+public import AfterSale
 import AppStoreAPI
 public import Billing
 import BillingAPI

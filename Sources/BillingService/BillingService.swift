@@ -1,3 +1,4 @@
+public import AfterSale
 public import Billing
 import BillingAPI
 import Crypto

@@ -1,3 +1,4 @@
+import AfterSale
 import Endpoints
 public import Logging
 import IO

@@ -1,3 +1,4 @@
+public import AfterSale
 public import Logging
 import IO
 import AppStore

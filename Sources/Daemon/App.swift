@@ -1,3 +1,4 @@
+public import AfterSale
 import Endpoints
 public import Logging
 import IO

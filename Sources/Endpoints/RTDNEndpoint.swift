@@ -1,3 +1,4 @@
+package import AfterSale
 package import Billing
 package import BillingService
 import Foundation

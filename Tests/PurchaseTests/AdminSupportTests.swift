@@ -1,3 +1,4 @@
+import AfterSale
 import AppStore
 import AppStoreAPI
 import Billing

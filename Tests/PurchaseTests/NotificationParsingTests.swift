@@ -1,3 +1,4 @@
+@testable import AfterSale
 import AppStore
 import Billing
 @testable import BillingService

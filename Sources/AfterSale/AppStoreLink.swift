@@ -97,7 +97,7 @@ public final class AppStoreLink: Sendable {
     }
 
     /// Apple's refusals in the domain's terms; credentials problems are logged for the operator.
-    func map(_ error: AppStoreAPIError, transactionID: String?) -> BillingError {
+    package func map(_ error: AppStoreAPIError, transactionID: String?) -> BillingError {
         switch error {
         case .unavailable(let detail): return .appStoreAPIUnavailable(detail: detail)
         case .notFound: return .appStoreTransactionUnknown(transactionID: transactionID ?? "")
