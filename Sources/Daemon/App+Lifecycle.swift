@@ -43,7 +43,7 @@ extension App {
     @discardableResult
     public func start() throws(StartError) -> String {
         let bound = Mutex("")
-        let server = self.server, store = self.store, grace = configuration.shutdownGrace
+        let server = self.server, store = self.store, grace = configuration.server.shutdownGrace
         var parts: [any Service] = [StoppedBy("store") { store.close() }]
         if let front = metricsServer { parts.append(StoppedBy("metrics-listen") { front.stop() }) }
         if let front = notificationsServer { parts.append(StoppedBy("notifications-listen") { front.stop() }) }
@@ -79,14 +79,14 @@ extension App {
         logger.log(
             .info, "started",
             [
-                ("listen", .string(bound.withLock { $0 })), ("tls", .bool(configuration.tlsCert != nil)),
-                ("mutual_tls", .bool(configuration.tlsClientCA != nil)), ("api_keys", .bool(configuration.apiKeys != nil)),
+                ("listen", .string(bound.withLock { $0 })), ("tls", .bool(configuration.server.tlsCert != nil)),
+                ("mutual_tls", .bool(configuration.server.tlsClientCA != nil)), ("api_keys", .bool(configuration.server.apiKeys != nil)),
                 ("metrics", .string(metricsServer?.address ?? "off")), ("notifications", .string(notificationsServer?.address ?? "off")),
                 ("version", .string(Daemon.version)),
-                ("database", .string(configuration.database.description)),
-                ("db_pool_size", .int(configuration.database.isSQLite ? 1 : configuration.dbPoolSize)),
-                ("threads", .int(configuration.threads)), ("max_message_bytes", .int(configuration.maxMessageBytes)),
-                ("max_connections", .int(configuration.maxConnections)), ("max_in_flight", .int(configuration.maxInFlight)),
+                ("database", .string(configuration.store.database.description)),
+                ("db_pool_size", .int(configuration.store.database.isSQLite ? 1 : configuration.store.poolSize)),
+                ("threads", .int(configuration.server.threads)), ("max_message_bytes", .int(configuration.limits.maxMessageBytes)),
+                ("max_connections", .int(configuration.limits.maxConnections)), ("max_in_flight", .int(configuration.limits.maxInFlight)),
             ])
         return bound.withLock { $0 }
     }
@@ -95,7 +95,7 @@ extension App {
 
     /// SIGHUP: reads `--exchange-rates` again. A file that does not load changes nothing: the rates in use stay.
     public func reloadExchangeRates() {
-        guard let path = configuration.exchangeRates else { return }
+        guard let path = configuration.revenue.exchangeRates else { return }
         do throws(Configuration.Invalid) {
             let rates = try Configuration.exchangeRates(path)
             var settings = revenue.settings
@@ -123,7 +123,7 @@ extension App {
     /// SIGHUP: reads `--api-keys` again. A file that does not load (or names an unknown method) changes nothing:
     /// the keys in use stay, and the reason is logged. Calls in flight are not touched.
     public func reloadKeys() {
-        guard let table = keyTable, let path = configuration.apiKeys else {
+        guard let table = keyTable, let path = configuration.server.apiKeys else {
             logger.log(.info, "SIGHUP: no --api-keys to reload")
             return
         }
@@ -147,13 +147,13 @@ extension App {
         logger.log(
             .info, "draining",
             [
-                ("grace_seconds", .double(configuration.shutdownGrace)),
+                ("grace_seconds", .double(configuration.server.shutdownGrace)),
                 ("in_flight", .int(server.inFlightCount)),
             ])
         health.beginDraining()
         service.feed.shutdown()
         let group = services.withLock { $0 }
-        let deadline = Duration.milliseconds(Int((configuration.shutdownGrace + 20) * 1000))
+        let deadline = Duration.milliseconds(Int((configuration.server.shutdownGrace + 20) * 1000))
         let stuck = group?.stop(deadline: deadline) ?? []
         if group == nil { store.close() }
         var counts: [(String, Logger.LogValue)] = []

@@ -26,8 +26,8 @@ import Lifecycle
 extension App {
     /// The App Store Server API client the flags describe; nil without credentials.
     static func appStoreLink(_ c: Configuration, logger: Logger, metrics: BillingMetrics) throws(StartError) -> AppStoreLink? {
-        guard let keyID = c.appStoreAPIKeyID, let issuer = c.appStoreAPIIssuerID, let keyPath = c.appStoreAPIPrivateKey,
-            let bundle = c.bundleIDs.first
+        guard let keyID = c.appStoreAPI.keyID, let issuer = c.appStoreAPI.issuerID, let keyPath = c.appStoreAPI.privateKey,
+            let bundle = c.purchases.bundleIDs.first
         else { return nil }
         let key: PrivateKey
         do {
@@ -38,13 +38,13 @@ extension App {
             throw StartError(description: "billingd: --appstore-api-private-key: \(keyPath) is not an ES256 (P-256) private key in PEM (.p8)")
         }
         var api = AppStoreAPIConfiguration(credentials: APIToken.Credentials(keyID: keyID, issuerID: issuer, bundleID: bundle, privateKey: key))
-        if let url = c.appStoreAPIURL {
+        if let url = c.appStoreAPI.url {
             api.productionURL = url
             api.sandboxURL = url
         }
-        if let url = c.appStoreAPISandboxURL { api.sandboxURL = url }
-        api.caPath = c.appStoreAPICA
-        api.attemptTimeoutSeconds = max(1, Int(c.appStoreAPITimeout.rounded(.up)))
+        if let url = c.appStoreAPI.sandboxURL { api.sandboxURL = url }
+        api.caPath = c.appStoreAPI.ca
+        api.attemptTimeoutSeconds = max(1, Int(c.appStoreAPI.timeout.rounded(.up)))
         let client: AppStoreAPIClient
         do {
             client = try AppStoreAPIClient(api) { endpoint, env, status, seconds in
@@ -61,7 +61,7 @@ extension App {
                 .warning, "the App Store Server API URL is http://: the API token travels in clear text; use https:// outside local tests",
                 [("url", .string(url))])
         }
-        let environments = c.environments.compactMap { AppStoreAPIEnvironment(rawValue: $0.prefix(1).uppercased() + $0.dropFirst()) }
+        let environments = c.purchases.environments.compactMap { AppStoreAPIEnvironment(rawValue: $0.prefix(1).uppercased() + $0.dropFirst()) }
         logger.log(
             .info, "App Store Server API configured",
             [
@@ -128,7 +128,7 @@ extension App {
     }
 
     static func offerSigning(_ c: Configuration, logger: Logger) throws(StartError) -> OfferSigning? {
-        guard let keyID = c.offerSigningKeyID, let keyPath = c.offerSigningKey else { return nil }
+        guard let keyID = c.offers.keyID, let keyPath = c.offers.key else { return nil }
         let key: PrivateKey
         do {
             key = try PrivateKey.parsePEM(Array(try Data(contentsOf: URL(fileURLWithPath: keyPath))))
@@ -138,8 +138,8 @@ extension App {
             // Never the key's bytes: only that it could not be used.
             throw StartError(description: "billingd: --offer-signing-key: \(keyPath) is not an ES256 (P-256) private key in PEM (.p8)")
         }
-        let issuer = c.offerSigningIssuerID ?? c.appStoreAPIIssuerID
-        let apps: [String]? = c.bundleIDs.isEmpty && c.dev ? nil : c.bundleIDs
+        let issuer = c.offers.issuerID ?? c.appStoreAPI.issuerID
+        let apps: [String]? = c.purchases.bundleIDs.isEmpty && c.dev ? nil : c.purchases.bundleIDs
         if issuer == nil {
             logger.log(
                 .warning,
@@ -192,14 +192,14 @@ extension App {
         metrics: BillingMetrics
     ) throws(StartError) -> (any ProofVerifier, VerifierSettings?) {
         var roots: [Certificate] = []
-        for path in c.trustRoots {
+        for path in c.purchases.trustRoots {
             do {
                 roots.append(try Certificate.load(path: path))
             } catch {
                 throw StartError(description: "billingd: --trust-root: \(path): \(error)")
             }
         }
-        var environments = Set(c.environments.compactMap(AppStoreEnvironment.init(configName:)))
+        var environments = Set(c.purchases.environments.compactMap(AppStoreEnvironment.init(configName:)))
         if c.dev {
             do {
                 let store = try TestStore.open(directory: c.devStore, create: true)
@@ -212,7 +212,7 @@ extension App {
                 throw StartError(description: "billingd: --dev-store: \(error)")
             }
         }
-        if c.bundleIDs.isEmpty && !c.dev {
+        if c.purchases.bundleIDs.isEmpty && !c.dev {
             logger.log(.warning, "no --bundle-id: SubmitReceipt and RestorePurchases refuse every proof with WRONG_APP")
             return (UnconfiguredProofVerifier(reason: .wrongApp(detail: "billingd serves no app: start it with --bundle-id")), nil)
         }
@@ -220,11 +220,11 @@ extension App {
             logger.log(.warning, "no --trust-root: SubmitReceipt and RestorePurchases refuse every proof with RECEIPT_UNTRUSTED")
             return (UnconfiguredProofVerifier(reason: .receiptUntrusted(detail: "billingd trusts no root: start it with --trust-root")), nil)
         }
-        if environments.contains(.production) && c.appleAppID == nil && !c.bundleIDs.isEmpty && !c.dev {
+        if environments.contains(.production) && c.purchases.appleAppID == nil && !c.purchases.bundleIDs.isEmpty && !c.dev {
             throw StartError(description: "billingd: --apple-app-id: required when production is accepted (--environments)")
         }
         let settings = VerifierSettings(
-            anchors: TrustAnchors(roots: roots), bundleIDs: Set(c.bundleIDs), appAppleID: c.appleAppID,
+            anchors: TrustAnchors(roots: roots), bundleIDs: Set(c.purchases.bundleIDs), appAppleID: c.purchases.appleAppID,
             environments: environments, now: { SystemClock().nowMilliseconds() })
         return (AppStoreProofVerifier(settings: settings) { kind, result in metrics.verifications.inc([kind, result]) }, settings)
     }

@@ -9,8 +9,8 @@ import Synchronization
 extension App {
     /// Google Play's voided purchases at start and every --reconcile-interval, on its own thread, until stop.
     func voidedReconciliationWorker() -> Worker? {
-        guard let processor = googlePlay?.processor, configuration.reconcileInterval > 0 else { return nil }
-        let period = configuration.reconcileInterval
+        guard let processor = googlePlay?.processor, configuration.appStoreAPI.reconcileInterval > 0 else { return nil }
+        let period = configuration.appStoreAPI.reconcileInterval
         let metrics = self.metrics, logger = self.logger
         return Worker(name: "googleplay-voided") { [self] worker in
             while !worker.isStopping {
@@ -22,8 +22,8 @@ extension App {
 
     /// Reconciles at start and every --reconcile-interval, on its own thread, until stop.
     func reconciliationWorker() -> Worker? {
-        guard reconciler != nil, configuration.reconcileInterval > 0 else { return nil }
-        let period = configuration.reconcileInterval
+        guard reconciler != nil, configuration.appStoreAPI.reconcileInterval > 0 else { return nil }
+        let period = configuration.appStoreAPI.reconcileInterval
         return Worker(name: "reconcile") { [self] worker in
             while !worker.isStopping {
                 reconcile()
@@ -41,9 +41,9 @@ extension App {
     /// monotonic time since: a forward step delays expiry by at most one TTL (harmless), never hastens it; a
     /// backward step only delays it.
     func orderExpiryWorker() -> Worker? {
-        guard configuration.orderTTL > 0 else { return nil }
-        let ttlMs = Int64(configuration.orderTTL * 1000)
-        let period = min(60.0, max(1.0, configuration.orderTTL / 10))
+        guard configuration.purchases.orderTTL > 0 else { return nil }
+        let ttlMs = Int64(configuration.purchases.orderTTL * 1000)
+        let period = min(60.0, max(1.0, configuration.purchases.orderTTL / 10))
         let store = self.store, logger = self.logger
         return Worker(name: "order-expiry") { [self] worker in
             var anchorWall = SystemClock().nowMilliseconds()

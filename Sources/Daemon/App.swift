@@ -67,12 +67,12 @@ public final class App: Sendable {
 
     /// The store `--database` names: SQLite's file, or a PostgreSQL pool.
     public static func openStore(_ configuration: Configuration, logger: Logger) throws(StartError) -> any OrderStore {
-        switch configuration.database {
+        switch configuration.store.database {
         case .sqlite(let path):
             do {
                 // Work queued for the database counts against --max-in-flight: a call that gave up
                 // (deadline) leaves its job queued, so the queues have the same bound.
-                return try SQLiteOrderStore(path: path, maxQueued: configuration.maxInFlight)
+                return try SQLiteOrderStore(path: path, maxQueued: configuration.limits.maxInFlight)
             } catch {
                 throw StartError(description: "billingd: --database: cannot open \(path): \(error)")
             }
@@ -83,7 +83,7 @@ public final class App: Sendable {
                 logger.log(.warning, "postgresql notice", [("pg.severity", .string(severity)), ("error", .string(message))])
             }
             do {
-                return try PostgresOrderStore(url: url, poolSize: configuration.dbPoolSize, maxQueued: configuration.maxInFlight)
+                return try PostgresOrderStore(url: url, poolSize: configuration.store.poolSize, maxQueued: configuration.limits.maxInFlight)
             } catch {
                 throw StartError(description: "billingd: --database: cannot use PostgreSQL: \(error)")
             }
@@ -97,7 +97,7 @@ public final class App: Sendable {
         self.logger = logger
 
         var catalog: Catalog?
-        if let path = configuration.catalogPath {
+        if let path = configuration.purchases.catalogPath {
             do {
                 catalog = try Catalog(json: try Data(contentsOf: URL(fileURLWithPath: path)))
             } catch {
@@ -109,7 +109,7 @@ public final class App: Sendable {
         self.metrics = metrics
         store = MeasuredOrderStore(rawStore, histogram: metrics.db)
         var apiKeys: APIKeys?
-        if let path = configuration.apiKeys {
+        if let path = configuration.server.apiKeys {
             do {
                 apiKeys = try APIKeys.load(path: path)
             } catch {
@@ -124,14 +124,14 @@ public final class App: Sendable {
         let (verifier, verifierSettings) = try App.proofVerifier(configuration, logger: logger, metrics: metrics)
         let engine = PurchaseEngine(
             orders: orders, verifier: verifier,
-            restorePolicy: RestorePolicy(rawValue: configuration.restorePolicy) ?? .transfer,
+            restorePolicy: RestorePolicy(rawValue: configuration.purchases.restorePolicy) ?? .transfer,
             policy: PurchaseEngine.Policy(
-                requireAccountToken: configuration.requireAccountToken,
-                rejectStalePurchases: configuration.rejectStalePurchases,
-                clockSkewMs: Int64(configuration.clockSkew * 1000)))
+                requireAccountToken: configuration.purchases.requireAccountToken,
+                rejectStalePurchases: configuration.purchases.rejectStalePurchases,
+                clockSkewMs: Int64(configuration.purchases.clockSkew * 1000)))
         let appStore = try App.appStoreLink(configuration, logger: logger, metrics: metrics)
         let consumption: ConsumptionResponder? =
-            configuration.consumptionAnswers == "auto"
+            configuration.appStoreAPI.consumptionAnswers == "auto"
             ? appStore.map { link in
                 ConsumptionResponder(client: link.client, store: store) { transactionID, result, detail in
                     metrics.consumptionAnswers.inc([result])
@@ -140,7 +140,7 @@ public final class App: Sendable {
                         [("transaction_id", .string(transactionID)), ("result", .string(result)), ("detail", .string(String(detail.prefix(300))))])
                 }
             } : nil
-        if configuration.consumptionAnswers == "auto" && appStore == nil {
+        if configuration.appStoreAPI.consumptionAnswers == "auto" && appStore == nil {
             logger.log(.warning, "--consumption-answers auto needs the App Store Server API credentials: CONSUMPTION_REQUEST stays unanswered")
         }
         let processor = verifierSettings.map {
@@ -152,7 +152,8 @@ public final class App: Sendable {
         }
         if let appStore, let processor {
             reconciler = Reconciler(
-                link: appStore, processor: processor, store: store, marginSeconds: configuration.reconcileMargin, verifier: verifier, catalog: catalog
+                link: appStore, processor: processor, store: store, marginSeconds: configuration.appStoreAPI.reconcileMargin, verifier: verifier,
+                catalog: catalog
             ) { env, result, n in
                 metrics.reconciled.inc([env.rawValue, result], by: Double(n))
             }
@@ -166,11 +167,11 @@ public final class App: Sendable {
         // One set of worker pools for every service, owned here (none is a process global).
         let pools = WorkerPools()
         let watchersKeyedBy: BillingService.WatcherKey =
-            apiKeys != nil ? .apiKey : configuration.tlsClientCA != nil ? .certificateSubject : .peerAddress
+            apiKeys != nil ? .apiKey : configuration.server.tlsClientCA != nil ? .certificateSubject : .peerAddress
         let service = BillingService(
             orders: orders, purchases: engine, appStore: appStore, offers: offers,
             googlePlay: googlePlay?.link, onPlayPurchaseRecorded: { acknowledger?.poke() },
-            feedLimits: EventFeed.Limits(maxWatchers: configuration.maxWatchers, maxWatchersPerKey: configuration.maxWatchersPerKey),
+            feedLimits: EventFeed.Limits(maxWatchers: configuration.limits.maxWatchers, maxWatchersPerKey: configuration.limits.maxWatchersPerKey),
             watchersKeyedBy: watchersKeyedBy, pools: pools
         ) { requestID, detail in
             logger.log(.error, "storage error", [("request_id", .string(requestID)), ("error", .string(detail))])
@@ -212,7 +213,7 @@ public final class App: Sendable {
             router.wrap(method) { support.auditing(request, $0) }
         }
         // billing.v1.Revenue: computed from the transactions by DESIGN's definitions (docs/REVENUE.md).
-        let rates = try configuration.exchangeRates.map { path throws(StartError) in
+        let rates = try configuration.revenue.exchangeRates.map { path throws(StartError) in
             do throws(Configuration.Invalid) {
                 return try Configuration.exchangeRates(path)
             } catch {
@@ -222,11 +223,11 @@ public final class App: Sendable {
         revenue = RevenueService(
             store: store,
             settings: RevenueSettings(
-                reportingCurrency: configuration.reportingCurrency, rates: rates ?? .none, commission: configuration.commission),
+                reportingCurrency: configuration.revenue.reportingCurrency, rates: rates ?? .none, commission: configuration.revenue.commission),
             pools: pools)
         revenue.register(in: &router)
         if let apiKeys, let table {
-            if let problem = App.unknownMethodProblem(apiKeys, methods: router.methods, path: configuration.apiKeys ?? "") {
+            if let problem = App.unknownMethodProblem(apiKeys, methods: router.methods, path: configuration.server.apiKeys ?? "") {
                 throw StartError(description: "billingd: --api-keys: \(problem)")
             }
             keyTable = table
@@ -243,13 +244,13 @@ public final class App: Sendable {
             knownMethods = []
         }
 
-        var serverConfig = configuration.server
+        var serverConfig = configuration.serverConfiguration
         // One in-flight count and limit for the port's every protocol: gRPC here, Connect and gRPC-Web in their gateway.
-        let admission = CallAdmission(limit: configuration.maxInFlight)
+        let admission = CallAdmission(limit: configuration.limits.maxInFlight)
         serverConfig.admission = admission
-        if let cert = configuration.tlsCert, let key = configuration.tlsKey {
+        if let cert = configuration.server.tlsCert, let key = configuration.server.tlsKey {
             do {
-                serverConfig.tls = try TLSContext(certificatePath: cert, keyPath: key, clientCAPath: configuration.tlsClientCA)
+                serverConfig.tls = try TLSContext(certificatePath: cert, keyPath: key, clientCAPath: configuration.server.tlsClientCA)
             } catch {
                 throw StartError(description: "billingd: --tls-cert: \(error)")
             }
@@ -271,7 +272,7 @@ public final class App: Sendable {
         // Connect and gRPC-Web on the same port, from the same pipeline (its interceptors included).
         let served = configuration.servedProtocols
         if served.contains(.connect) || served.contains(.grpcWeb) {
-            var connect = configuration.connect
+            var connect = configuration.connectConfiguration
             connect.admission = admission
             connect.pipeline = pipeline
             do {
@@ -291,8 +292,8 @@ public final class App: Sendable {
         let storeForReady = store
         let registry = metrics.registry
         App.registerGauges(
-            registry, server: server, store: storeForReady, logger: logger, revenue: revenueGauges, currency: configuration.reportingCurrency)
-        if let listen = configuration.metricsListen {
+            registry, server: server, store: storeForReady, logger: logger, revenue: revenueGauges, currency: configuration.revenue.reportingCurrency)
+        if let listen = configuration.observability.metricsListen {
             do {
                 metricsServer = try HTTPFront(
                     configuration: {
@@ -324,7 +325,7 @@ public final class App: Sendable {
             metricsServer = nil
         }
         self.service = service
-        if let listen = configuration.notificationsListen {
+        if let listen = configuration.notifications.listen {
             if processor == nil {
                 logger.log(.warning, "no --bundle-id or --trust-root: the notifications endpoint refuses every notification")
             }
@@ -334,7 +335,7 @@ public final class App: Sendable {
                     if health.isDraining { return "SHUTTING_DOWN" }
                     return storeForReady.isReachable() ? nil : "STORAGE_UNAVAILABLE"
                 },
-                unconfiguredReason: configuration.bundleIDs.isEmpty && !configuration.dev ? "WRONG_APP" : "RECEIPT_UNTRUSTED")
+                unconfiguredReason: configuration.purchases.bundleIDs.isEmpty && !configuration.dev ? "WRONG_APP" : "RECEIPT_UNTRUSTED")
             let rtdn = googlePlay?.rtdn.map { r in
                 RTDNEndpoint(
                     verifier: r.verifier, processor: r.processor, logger: logger, notifications: metrics.notifications, pool: pools.googlePlay,
@@ -345,7 +346,7 @@ public final class App: Sendable {
             }
             var front = HTTPFrontConfiguration(listen: listen)
             front.threadName = "notifications"
-            if let cert = configuration.notificationsTLSCert, let key = configuration.notificationsTLSKey {
+            if let cert = configuration.notifications.tlsCert, let key = configuration.notifications.tlsKey {
                 front.tls = HTTPFrontConfiguration.TLS(certificatePath: cert, keyPath: key)
             }
             front.maxBodyBytes = NotificationRoutes.maxBodyBytes

@@ -38,8 +38,8 @@ public enum Daemon {
         setrlimit(Int32(RLIMIT_NOFILE.rawValue), &limit)
 
         let usable = Int(clamping: limit.rlim_cur) - 128
-        if usable > 0 && configuration.maxConnections > usable { configuration.maxConnections = usable }
-        let logger = Logger(level: configuration.logLevel)
+        if usable > 0 && configuration.limits.maxConnections > usable { configuration.limits.maxConnections = usable }
+        let logger = Logger(level: configuration.observability.logLevel)
         let app: App
         do {
             app = try App(configuration: configuration, logger: logger)

@@ -24,7 +24,7 @@ struct GooglePlaySetup {
     ) throws(App.StartError)
         -> GooglePlaySetup?
     {
-        guard let keyPath = c.googlePlayServiceAccount else { return nil }
+        guard let keyPath = c.googlePlay.serviceAccount else { return nil }
         let key: ServiceAccountKey
         do {
             key = try ServiceAccountKey.load(path: keyPath)
@@ -33,8 +33,8 @@ struct GooglePlaySetup {
             throw App.StartError(description: "billingd: --google-play-service-account: \(error)")
         }
         var api = GooglePlayAPIConfiguration(serviceAccount: key)
-        api.baseURL = c.googlePlayAPIURL
-        api.caPath = c.googlePlayCA
+        api.baseURL = c.googlePlay.apiURL
+        api.caPath = c.googlePlay.ca
         api.allowCleartext = c.dev
         let client: GooglePlayAPIClient
         do {
@@ -47,7 +47,7 @@ struct GooglePlaySetup {
             throw App.StartError(description: "billingd: --google-play-api-url: \(error)")
         }
         let environments = Set(
-            c.environments.compactMap { name -> StoreEnvironment? in
+            c.purchases.environments.compactMap { name -> StoreEnvironment? in
                 switch name {
                 case "production": .production
                 case "sandbox": .sandbox
@@ -55,12 +55,12 @@ struct GooglePlaySetup {
                 }
             })
         let link = GooglePlayLink(
-            api: client, packages: Set(c.googlePlayPackages), environments: environments, catalog: catalog,
+            api: client, packages: Set(c.googlePlay.packages), environments: environments, catalog: catalog,
             warn: { line in
                 logger.log(.error, "Google Play Developer API", [("error", .string(String(line.prefix(300))))])
             })
         var acknowledger: PlayAcknowledger?
-        if c.googlePlayAcknowledge == "auto" {
+        if c.googlePlay.acknowledge == "auto" {
             let results = metrics.googlePlayAcknowledgements
             acknowledger = PlayAcknowledger(
                 api: client, store: store, now: { Int64(Date().timeIntervalSince1970 * 1000) },
@@ -89,9 +89,9 @@ struct GooglePlaySetup {
         let processor = PlayNotificationProcessor(
             link: link, store: store, policy: policy, now: { Int64(Date().timeIntervalSince1970 * 1000) }, onApplied: { ack?.poke() })
         var rtdn: (verifier: GoogleIDTokenVerifier, fetcher: GoogleKeyFetcher?, processor: PlayNotificationProcessor)?
-        if let audience = c.rtdnAudience, let email = c.rtdnServiceAccount {
+        if let audience = c.googlePlay.rtdnAudience, let email = c.googlePlay.rtdnServiceAccount {
             var keys = GoogleKeySet(keys: [:])
-            if let path = c.rtdnCerts {
+            if let path = c.googlePlay.rtdnCerts {
                 do {
                     keys = try GoogleKeySet.parse(Array(try Data(contentsOf: URL(fileURLWithPath: path))))
                 } catch {
@@ -100,7 +100,7 @@ struct GooglePlaySetup {
             }
             let verifier = GoogleIDTokenVerifier(.init(audience: audience, serviceAccountEmail: email), keys: keys)
             var fetcher: GoogleKeyFetcher?
-            if c.rtdnCerts == nil {
+            if c.googlePlay.rtdnCerts == nil {
                 do {
                     fetcher = try GoogleKeyFetcher(verifier: verifier, logger: logger)
                 } catch {
@@ -112,8 +112,8 @@ struct GooglePlaySetup {
         logger.log(
             .info, "Google Play configured",
             [
-                ("service_account", .string(key.clientEmail)), ("packages", .string(c.googlePlayPackages.joined(separator: ","))),
-                ("api_url", .string(c.googlePlayAPIURL)), ("acknowledge", .string(c.googlePlayAcknowledge)),
+                ("service_account", .string(key.clientEmail)), ("packages", .string(c.googlePlay.packages.joined(separator: ","))),
+                ("api_url", .string(c.googlePlay.apiURL)), ("acknowledge", .string(c.googlePlay.acknowledge)),
             ])
         return GooglePlaySetup(link: link, client: client, acknowledger: acknowledger, rtdn: rtdn, processor: processor)
     }

@@ -13,7 +13,7 @@ package final class InMemoryApp {
 
     package init(_ arguments: [String] = [], store: any OrderStore = InMemoryOrderStore()) throws {
         var configuration = try Configuration.parse(arguments, environment: [:])
-        configuration.logLevel = .error
+        configuration.observability.logLevel = .error
         self.store = store
         // Logs to /dev/null: a test reads records, not lines.
         let logger = Logger(level: .error, output: open("/dev/null", O_WRONLY))

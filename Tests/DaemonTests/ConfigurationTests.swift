@@ -22,16 +22,16 @@ struct ConfigurationTests {
     func defaults() throws {
         let c = try parse([])
         #expect(c == Configuration())
-        #expect(c.database == .sqlite(path: "billing.db"))
-        #expect(c.listen == "127.0.0.1:50051")
-        #expect(c.protocols == ["grpc", "connect", "grpc-web"])
+        #expect(c.store.database == .sqlite(path: "billing.db"))
+        #expect(c.server.listen == "127.0.0.1:50051")
+        #expect(c.server.protocols == ["grpc", "connect", "grpc-web"])
     }
 
     @Test("a flag beats its twin; a twin alone is used; --flag=value and --flag value are the same")
     func twins() throws {
-        #expect(try parse(["--max-in-flight", "7"], ["BILLING_MAX_IN_FLIGHT": "5"]).maxInFlight == 7)
-        #expect(try parse([], ["BILLING_MAX_IN_FLIGHT": "5"]).maxInFlight == 5)
-        #expect(try parse(["--max-in-flight=9"]).maxInFlight == 9)
+        #expect(try parse(["--max-in-flight", "7"], ["BILLING_MAX_IN_FLIGHT": "5"]).limits.maxInFlight == 7)
+        #expect(try parse([], ["BILLING_MAX_IN_FLIGHT": "5"]).limits.maxInFlight == 5)
+        #expect(try parse(["--max-in-flight=9"]).limits.maxInFlight == 9)
         #expect(try parse([], ["BILLING_DEV": "yes"]).dev)
         #expect(try !parse(["--dev=false"]).dev)
         #expect(try parse(["--dev"]).dev)
@@ -39,8 +39,8 @@ struct ConfigurationTests {
 
     @Test("repeatable flags add up; their twin is a list")
     func repeatable() throws {
-        #expect(try parse(["--bundle-id", "a.b", "--bundle-id", "c.d"]).bundleIDs == ["a.b", "c.d"])
-        #expect(try parse([], ["BILLING_BUNDLE_ID": "a.b, c.d"]).bundleIDs == ["a.b", "c.d"])
+        #expect(try parse(["--bundle-id", "a.b", "--bundle-id", "c.d"]).purchases.bundleIDs == ["a.b", "c.d"])
+        #expect(try parse([], ["BILLING_BUNDLE_ID": "a.b, c.d"]).purchases.bundleIDs == ["a.b", "c.d"])
     }
 
     @Test("refusals name the flag: unknown, twice, no value, a bad value, a stray argument")
@@ -57,9 +57,9 @@ struct ConfigurationTests {
 
     @Test("--database is read once into its kind; the log's form hides a PostgreSQL URL")
     func database() throws {
-        #expect(try parse(["--database", "sqlite:/tmp/x.db"]).database == .sqlite(path: "/tmp/x.db"))
-        #expect(try parse(["--database", "sqlite:///tmp/x.db"]).database == .sqlite(path: "/tmp/x.db"))
-        let pg = try parse(["--database", "postgres://u:secret@h:5432/db"]).database
+        #expect(try parse(["--database", "sqlite:/tmp/x.db"]).store.database == .sqlite(path: "/tmp/x.db"))
+        #expect(try parse(["--database", "sqlite:///tmp/x.db"]).store.database == .sqlite(path: "/tmp/x.db"))
+        let pg = try parse(["--database", "postgres://u:secret@h:5432/db"]).store.database
         #expect(pg == .postgres(url: "postgres://u:secret@h:5432/db"))
         #expect(pg.description == "postgres")
         #expect(!pg.isSQLite)

@@ -18,15 +18,15 @@ final class LiveApp {
         directory = FileManager.default.temporaryDirectory.appendingPathComponent("billingd-live-\(UUID().uuidString)")
         try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
         var config = Configuration()
-        config.listen = "127.0.0.1:0"
-        config.database = .sqlite(path: directory.appendingPathComponent("billing.db").path)
-        config.threads = 2
-        config.maxMessageBytes = maxMessageBytes
-        config.shutdownGrace = 5
+        config.server.listen = "127.0.0.1:0"
+        config.store.database = .sqlite(path: directory.appendingPathComponent("billing.db").path)
+        config.server.threads = 2
+        config.limits.maxMessageBytes = maxMessageBytes
+        config.server.shutdownGrace = 5
         if let catalog {
             let path = directory.appendingPathComponent("catalog.json")
             try Data(catalog.utf8).write(to: path)
-            config.catalogPath = path.path
+            config.purchases.catalogPath = path.path
         }
         app = try App(configuration: config, logger: Logger(level: .error))
         address = try app.start()
@@ -192,11 +192,11 @@ struct LiveServerTests {
         try #require(p.terminationStatus == 0)
 
         var config = Configuration()
-        config.listen = "127.0.0.1:0"
-        config.database = .sqlite(path: dir.appendingPathComponent("b.db").path)
-        config.threads = 1
-        config.tlsCert = cert
-        config.tlsKey = key
+        config.server.listen = "127.0.0.1:0"
+        config.store.database = .sqlite(path: dir.appendingPathComponent("b.db").path)
+        config.server.threads = 1
+        config.server.tlsCert = cert
+        config.server.tlsKey = key
         let app = try App(configuration: config, logger: Logger(level: .error))
         let address = try app.start()
         defer { app.stop() }

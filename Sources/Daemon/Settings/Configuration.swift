@@ -39,101 +39,31 @@ public enum Database: Sendable, Equatable, CustomStringConvertible {
 /// billingd's settings, from flags and their `BILLING_*` environment twins (docs/CONFIGURATION.md); `flagTable`
 /// (FlagTable.swift) says how each flag sets them.
 public struct Configuration: Sendable, Equatable {
-    public var listen = "127.0.0.1:50051"
-    public var database = Database.sqlite(path: "billing.db")
-    public var threads = ProcessInfo.processInfo.activeProcessorCount
-    public var maxMessageBytes = 4 << 20
-    public var bundleIDs: [String] = []
-    public var appleAppID: Int64?
-    public var environments: [String] = ["production", "sandbox"]
-    /// The wire protocols served on `--listen` (`--protocols`): grpc, connect, grpc-web.
-    public var protocols: [String] = ["grpc", "connect", "grpc-web"]
-    /// Browser origins allowed to call Connect and gRPC-Web (`--cors-origins`); empty: no CORS headers.
-    public var corsOrigins: [String] = []
-    public var trustRoots: [String] = []
-    public var catalogPath: String?
-    public var restorePolicy = "transfer"
-    /// A StoreKit 2 proof must carry `appAccountToken` equal to the order id.
-    public var requireAccountToken = false
-    /// A transaction bought before its order was created (beyond `clockSkew`), or a subscription expired by then, cannot pay it.
-    public var rejectStalePurchases = false
-    /// Seconds of allowance when comparing a purchase date with an order's creation time.
-    public var clockSkew = 300.0
+    /// The gRPC port: where, how many loops, which protocols, TLS, API keys, the drain.
+    public var server = ServerSettings()
+    /// The bounds every call and connection is held to.
+    public var limits = LimitSettings()
+    /// Where the records are kept.
+    public var store = StoreSettings()
+    /// The metrics port and the log.
+    public var observability = ObservabilitySettings()
+    /// The notifications port (App Store notifications, Google Play RTDN).
+    public var notifications = NotificationSettings()
+    /// Which apps, proofs and orders billingd accepts.
+    public var purchases = PurchaseSettings()
+    /// `--dev`: the local test store is trusted, its CA kept in `devStore`; webhooks may be cleartext.
     public var dev = false
-    /// Where `--dev` keeps its local test-store CA.
     public var devStore = "teststore"
-    public var tlsCert: String?
-    public var tlsKey: String?
-    public var tlsClientCA: String?
-    public var apiKeys: String?
-    public var metricsListen: String?
-    /// App Store Server Notifications v2 endpoint (HTTP/1.1 and h2c, TLS when a certificate is given).
-    public var notificationsListen: String?
-    public var notificationsTLSCert: String?
-    public var notificationsTLSKey: String?
-    public var dbPoolSize = 8
-    public var shutdownGrace = 20.0
-    public var logLevel = LogLevel.info
-    public var maxConcurrentStreams = 1024
-    public var maxConnections = 50_000
-    public var maxInFlight = 10_000
-    /// Concurrent WatchEvents streams in this process, and per caller (API key, certificate or peer address).
-    public var maxWatchers = 1000
-    public var maxWatchersPerKey = 100
-    public var maxHeaderListBytes = 16 << 10
-    /// Unfinished request bytes one connection may hold over all its streams.
-    public var maxConnectionBufferBytes = 64 << 20
-    /// Seconds; the cap on every call's deadline.
-    public var maxDeadline = 60.0
-    /// Seconds; a connection with no open stream for this long is closed.
-    public var idleTimeout = 300.0
-    /// Seconds after which a PENDING order becomes EXPIRED; 0 keeps orders pending for ever.
-    public var orderTTL = 0.0
-    /// App Store Server API credentials (all three, or none).
-    public var appStoreAPIKeyID: String?
-    public var appStoreAPIIssuerID: String?
-    public var appStoreAPIPrivateKey: String?
-    /// Base URL for both environments instead of Apple's (tests, proxies).
-    public var appStoreAPIURL: String?
-    /// Base URL for the sandbox only (beats `appStoreAPIURL` for sandbox).
-    public var appStoreAPISandboxURL: String?
-    public var appStoreAPICA: String?
-    /// Seconds one App Store Server API attempt may take.
-    public var appStoreAPITimeout = 10.0
-    /// Seconds between notification-history reconciliations; 0 turns them off.
-    public var reconcileInterval = 3600.0
-    /// How far before the newest applied notification a reconciliation starts (seconds).
-    public var reconcileMargin = 3600.0
-    /// `off` or `auto`: answer CONSUMPTION_REQUEST notifications through Send Consumption Information.
-    public var consumptionAnswers = "off"
-    /// `--google-play-*`: Android packages served, the service account's key file, the API's URL and CA.
-    public var googlePlayPackages: [String] = []
-    public var googlePlayServiceAccount: String?
-    public var googlePlayAPIURL = "https://androidpublisher.googleapis.com"
-    public var googlePlayCA: String?
-    /// `auto` (acknowledge and consume once durable) or `off` (the app does it).
-    public var googlePlayAcknowledge = "auto"
-    /// `--rtdn-*`: the push token's audience and service account, and the keys that sign it (nil: Google's).
-    public var rtdnAudience: String?
-    public var rtdnServiceAccount: String?
-    public var rtdnCerts: String?
+    /// The App Store Server API, reconciliation and consumption answers.
+    public var appStoreAPI = AppStoreAPISettings()
+    /// Google Play: the Play Developer API and RTDN.
+    public var googlePlay = GooglePlaySettings()
     /// `--webhook-*`: the checked webhook settings (nil: no webhooks).
     public var webhook: WebhookConfiguration?
-    /// The In-App Purchase key that signs offers (SignOffer): its id and its `.p8` file (both, or neither).
-    public var offerSigningKeyID: String?
-    public var offerSigningKey: String?
-    /// The issuer id the JWS offer kinds carry; nil: `appStoreAPIIssuerID`.
-    public var offerSigningIssuerID: String?
-
-    /// `--reporting-currency`: the currency Revenue reports money in when a request names none.
-    public var reportingCurrency = "USD"
-    /// `--exchange-rates`: the ECB-format daily rates file (read at start and on SIGHUP); nil: none.
-    public var exchangeRates: String?
-    /// `--commission`: the stores' commission for PROCEEDS, checked.
-    public var commission = try! Commission.parse(Commission.defaultList)
-
-    /// True when the App Store Server API can be called.
-    public var appStoreAPIConfigured: Bool { appStoreAPIKeyID != nil }
+    /// SignOffer's key.
+    public var offers = OfferSettings()
+    /// Revenue's currency, rates and commission.
+    public var revenue = ReportingSettings()
 
     public init() {}
 
@@ -160,51 +90,51 @@ public struct Configuration: Sendable, Equatable {
         /// The checks between flags, once every flag is set.
         mutating func checkTogether() throws(Invalid) {
             let c = configuration
-            if (c.tlsCert == nil) != (c.tlsKey == nil) {
-                throw Invalid(flag: c.tlsCert == nil ? "tls-cert" : "tls-key", problem: "--tls-cert and --tls-key go together")
+            if (c.server.tlsCert == nil) != (c.server.tlsKey == nil) {
+                throw Invalid(flag: c.server.tlsCert == nil ? "tls-cert" : "tls-key", problem: "--tls-cert and --tls-key go together")
             }
-            if c.tlsClientCA != nil && c.tlsCert == nil { throw Invalid(flag: "tls-client-ca", problem: "needs --tls-cert and --tls-key") }
-            if (c.notificationsTLSCert == nil) != (c.notificationsTLSKey == nil) {
+            if c.server.tlsClientCA != nil && c.server.tlsCert == nil { throw Invalid(flag: "tls-client-ca", problem: "needs --tls-cert and --tls-key") }
+            if (c.notifications.tlsCert == nil) != (c.notifications.tlsKey == nil) {
                 throw Invalid(
-                    flag: c.notificationsTLSCert == nil ? "notifications-tls-cert" : "notifications-tls-key",
+                    flag: c.notifications.tlsCert == nil ? "notifications-tls-cert" : "notifications-tls-key",
                     problem: "--notifications-tls-cert and --notifications-tls-key go together")
             }
-            if c.notificationsTLSCert != nil && c.notificationsListen == nil {
+            if c.notifications.tlsCert != nil && c.notifications.listen == nil {
                 throw Invalid(flag: "notifications-tls-cert", problem: "needs --notifications-listen")
             }
             let credentials = [
-                ("appstore-api-key-id", c.appStoreAPIKeyID), ("appstore-api-issuer-id", c.appStoreAPIIssuerID),
-                ("appstore-api-private-key", c.appStoreAPIPrivateKey),
+                ("appstore-api-key-id", c.appStoreAPI.keyID), ("appstore-api-issuer-id", c.appStoreAPI.issuerID),
+                ("appstore-api-private-key", c.appStoreAPI.privateKey),
             ]
             if credentials.contains(where: { $0.1 != nil }), let missing = credentials.first(where: { $0.1 == nil }) {
                 throw Invalid(flag: missing.0, problem: "--appstore-api-key-id, --appstore-api-issuer-id and --appstore-api-private-key go together")
             }
-            if c.appStoreAPIConfigured && c.bundleIDs.isEmpty {
+            if c.appStoreAPI.isConfigured && c.purchases.bundleIDs.isEmpty {
                 throw Invalid(flag: "appstore-api-key-id", problem: "needs --bundle-id (the token names the app)")
             }
-            if (c.googlePlayServiceAccount == nil) != c.googlePlayPackages.isEmpty {
+            if (c.googlePlay.serviceAccount == nil) != c.googlePlay.packages.isEmpty {
                 throw Invalid(
-                    flag: c.googlePlayServiceAccount == nil ? "google-play-service-account" : "google-play-packages",
+                    flag: c.googlePlay.serviceAccount == nil ? "google-play-service-account" : "google-play-packages",
                     problem: "--google-play-service-account and --google-play-packages go together")
             }
-            if c.rtdnAudience != nil {
-                if c.rtdnServiceAccount == nil { throw Invalid(flag: "rtdn-service-account", problem: "is required with --rtdn-audience") }
-                if c.googlePlayServiceAccount == nil {
+            if c.googlePlay.rtdnAudience != nil {
+                if c.googlePlay.rtdnServiceAccount == nil { throw Invalid(flag: "rtdn-service-account", problem: "is required with --rtdn-audience") }
+                if c.googlePlay.serviceAccount == nil {
                     throw Invalid(flag: "rtdn-audience", problem: "needs --google-play-service-account (RTDN is read back from the API)")
                 }
-                if c.notificationsListen == nil {
+                if c.notifications.listen == nil {
                     throw Invalid(flag: "rtdn-audience", problem: "needs --notifications-listen (the RTDN path is served there)")
                 }
-            } else if c.rtdnServiceAccount != nil || c.rtdnCerts != nil {
-                throw Invalid(flag: c.rtdnServiceAccount != nil ? "rtdn-service-account" : "rtdn-certs", problem: "needs --rtdn-audience")
+            } else if c.googlePlay.rtdnServiceAccount != nil || c.googlePlay.rtdnCerts != nil {
+                throw Invalid(flag: c.googlePlay.rtdnServiceAccount != nil ? "rtdn-service-account" : "rtdn-certs", problem: "needs --rtdn-audience")
             }
             configuration.webhook = try Configuration.webhook(url: webhookURL, secret: webhookSecret, events: webhookEvents, ca: webhookCA, dev: c.dev)
-            if (c.offerSigningKeyID == nil) != (c.offerSigningKey == nil) {
+            if (c.offers.keyID == nil) != (c.offers.key == nil) {
                 throw Invalid(
-                    flag: c.offerSigningKeyID == nil ? "offer-signing-key-id" : "offer-signing-key",
+                    flag: c.offers.keyID == nil ? "offer-signing-key-id" : "offer-signing-key",
                     problem: "--offer-signing-key-id and --offer-signing-key go together")
             }
-            if c.offerSigningIssuerID != nil && c.offerSigningKey == nil {
+            if c.offers.issuerID != nil && c.offers.key == nil {
                 throw Invalid(flag: "offer-signing-issuer-id", problem: "needs --offer-signing-key-id and --offer-signing-key")
             }
         }

@@ -11,13 +11,13 @@ extension Configuration {
     static let appFlags: [Flag] = [
         Flag("bundle-id", kind: .repeatable("ID"), "an app served (repeatable); required for SubmitReceipt unless --dev") { d, ids throws(Invalid) in
             for id in ids where id.isEmpty || id.contains(" ") { throw Invalid(flag: "bundle-id", problem: "'\(id)' is not a bundle id") }
-            d.configuration.bundleIDs = ids
+            d.configuration.purchases.bundleIDs = ids
         },
         Flag(
             "apple-app-id", "N", "the app's Apple ID; required to start when production is accepted and --bundle-id and --trust-root are given"
         ) { d, s throws(Invalid) in
             guard let n = Int64(s), n > 0 else { throw Invalid(flag: "apple-app-id", problem: "'\(s)' is not a positive number") }
-            d.configuration.appleAppID = n
+            d.configuration.purchases.appleAppID = n
         },
         Flag("environments", "LIST", "accepted signed environments (default production,sandbox)") { d, s throws(Invalid) in
             let list = s.split(separator: ",").map { $0.trimmingCharacters(in: .whitespaces).lowercased() }
@@ -25,23 +25,23 @@ extension Configuration {
             for e in list where !["production", "sandbox", "xcode"].contains(e) {
                 throw Invalid(flag: "environments", problem: "'\(e)' is not production, sandbox or xcode")
             }
-            d.configuration.environments = list
+            d.configuration.purchases.environments = list
         },
         Flag("trust-root", kind: .repeatable("PATH"), "trusted root certificate, DER or PEM (repeatable)") { d, roots throws(Invalid) in
             var checked: [String] = []
             for r in roots { checked.append(try Check.file("trust-root", r)) }
-            d.configuration.trustRoots = checked
+            d.configuration.purchases.trustRoots = checked
         },
         Flag("restore-policy", "P", "transfer (default) or keep") { d, s throws(Invalid) in
             guard s == "transfer" || s == "keep" else { throw Invalid(flag: "restore-policy", problem: "'\(s)' is not transfer or keep") }
-            d.configuration.restorePolicy = s
+            d.configuration.purchases.restorePolicy = s
         },
-        toggle("require-account-token", "a StoreKit 2 proof must carry appAccountToken equal to the order id") { $0.requireAccountToken = $1 },
+        toggle("require-account-token", "a StoreKit 2 proof must carry appAccountToken equal to the order id") { $0.purchases.requireAccountToken = $1 },
         toggle("reject-stale-purchases", "refuse a transaction bought before its order (beyond --clock-skew) or a subscription expired by then") {
-            $0.rejectStalePurchases = $1
+            $0.purchases.rejectStalePurchases = $1
         },
         Flag("clock-skew", "SECONDS", "allowance when comparing a purchase date with the order's creation (default 300)") { d, s throws(Invalid) in
-            d.configuration.clockSkew = try Check.seconds("clock-skew", s, 0...86_400)
+            d.configuration.purchases.clockSkew = try Check.seconds("clock-skew", s, 0...86_400)
         },
         toggle("dev", "local use: a test-store CA in --dev-store (default ./teststore), trusted; accepts xcode") { $0.dev = $1 },
         Flag("dev-store", "DIR", "where --dev keeps its test-store CA (default ./teststore)") { d, s throws(Invalid) in
@@ -52,46 +52,46 @@ extension Configuration {
 
     static let appStoreFlags: [Flag] = [
         Flag("appstore-api-key-id", "ID", "App Store Server API key id (with the issuer id and the .p8 key); needs --bundle-id") { d, s throws(Invalid) in
-            d.configuration.appStoreAPIKeyID = try Check.keyID("appstore-api-key-id", s)
+            d.configuration.appStoreAPI.keyID = try Check.keyID("appstore-api-key-id", s)
         },
         Flag("appstore-api-issuer-id", "UUID", "the App Store Server API key's issuer id") { d, s throws(Invalid) in
-            d.configuration.appStoreAPIIssuerID = try Check.uuid("appstore-api-issuer-id", s)
+            d.configuration.appStoreAPI.issuerID = try Check.uuid("appstore-api-issuer-id", s)
         },
         Flag("appstore-api-private-key", "PATH", "the App Store Server API's .p8 key file") { d, s throws(Invalid) in
-            d.configuration.appStoreAPIPrivateKey = try Check.file("appstore-api-private-key", s)
+            d.configuration.appStoreAPI.privateKey = try Check.file("appstore-api-private-key", s)
         },
         Flag("appstore-api-url", "URL", "base URL for both environments instead of Apple's (tests, proxies)") { d, s throws(Invalid) in
-            d.configuration.appStoreAPIURL = try url("appstore-api-url", s)
+            d.configuration.appStoreAPI.url = try url("appstore-api-url", s)
         },
         Flag("appstore-api-sandbox-url", "URL", "base URL for the sandbox only") { d, s throws(Invalid) in
-            d.configuration.appStoreAPISandboxURL = try url("appstore-api-sandbox-url", s)
+            d.configuration.appStoreAPI.sandboxURL = try url("appstore-api-sandbox-url", s)
         },
         Flag("appstore-api-ca", "PATH", "CA bundle to trust for those URLs (default: the system's)") { d, s throws(Invalid) in
-            d.configuration.appStoreAPICA = try Check.file("appstore-api-ca", s)
+            d.configuration.appStoreAPI.ca = try Check.file("appstore-api-ca", s)
         },
         Flag("appstore-api-timeout", "SECONDS", "one attempt's limit (default 10; 4 attempts at most)") { d, s throws(Invalid) in
-            d.configuration.appStoreAPITimeout = try Check.seconds("appstore-api-timeout", s, 1...120)
+            d.configuration.appStoreAPI.timeout = try Check.seconds("appstore-api-timeout", s, 1...120)
         },
         Flag("reconcile-interval", "SECONDS", "fetch missed notifications from the API this often (default 3600; 0 off)") { d, s throws(Invalid) in
             let v = try Check.seconds("reconcile-interval", s, 0...(7 * 86_400))
             guard v == 0 || v >= 10 else { throw Invalid(flag: "reconcile-interval", problem: "'\(v)' is under 10 seconds (0 turns it off)") }
-            d.configuration.reconcileInterval = v
+            d.configuration.appStoreAPI.reconcileInterval = v
         },
         Flag("reconcile-margin", "SECONDS", "start each reconciliation this long before the newest applied notification (default 3600)") {
-            d, s throws(Invalid) in d.configuration.reconcileMargin = try Check.seconds("reconcile-margin", s, 0...(30 * 86_400))
+            d, s throws(Invalid) in d.configuration.appStoreAPI.reconcileMargin = try Check.seconds("reconcile-margin", s, 0...(30 * 86_400))
         },
         Flag("consumption-answers", "M", "off (default) or auto: answer CONSUMPTION_REQUEST with Send Consumption Information") { d, s throws(Invalid) in
             guard s == "off" || s == "auto" else { throw Invalid(flag: "consumption-answers", problem: "'\(s.prefix(40))' is not off or auto") }
-            d.configuration.consumptionAnswers = s
+            d.configuration.appStoreAPI.consumptionAnswers = s
         },
         Flag("offer-signing-key-id", "ID", "the In-App Purchase key that signs offers (SignOffer), with --offer-signing-key") { d, s throws(Invalid) in
-            d.configuration.offerSigningKeyID = try Check.keyID("offer-signing-key-id", s)
+            d.configuration.offers.keyID = try Check.keyID("offer-signing-key-id", s)
         },
         Flag("offer-signing-key", "PATH", "that key's .p8 file") { d, s throws(Invalid) in
-            d.configuration.offerSigningKey = try Check.file("offer-signing-key", s)
+            d.configuration.offers.key = try Check.file("offer-signing-key", s)
         },
         Flag("offer-signing-issuer-id", "UUID", "the issuer id of the JWS offer kinds (default: --appstore-api-issuer-id)") { d, s throws(Invalid) in
-            d.configuration.offerSigningIssuerID = try Check.uuid("offer-signing-issuer-id", s)
+            d.configuration.offers.issuerID = try Check.uuid("offer-signing-issuer-id", s)
         },
     ]
 
@@ -109,38 +109,38 @@ extension Configuration {
             for p in list where !Self.isPackageName(p) {
                 throw Invalid(flag: "google-play-packages", problem: "'\(p.prefix(100))' is not an Android package name (com.example.app)")
             }
-            d.configuration.googlePlayPackages = list
+            d.configuration.googlePlay.packages = list
         },
         Flag("google-play-service-account", "PATH", "the service account's JSON key file for the Play Developer API; needs --google-play-packages") {
-            d, s throws(Invalid) in d.configuration.googlePlayServiceAccount = try Check.file("google-play-service-account", s)
+            d, s throws(Invalid) in d.configuration.googlePlay.serviceAccount = try Check.file("google-play-service-account", s)
         },
         Flag("google-play-api-url", "URL", "the Play Developer API's base URL instead of Google's (tests, proxies)") { d, s throws(Invalid) in
             guard s.hasPrefix("https://") || (d.configuration.dev && s.hasPrefix("http://")) else {
                 throw Invalid(flag: "google-play-api-url", problem: "'\(s.prefix(100))' is not an https:// URL")
             }
-            d.configuration.googlePlayAPIURL = s
+            d.configuration.googlePlay.apiURL = s
         },
         Flag("google-play-ca", "PATH", "also trust this CA bundle for that URL and the key file's token_uri") { d, s throws(Invalid) in
-            d.configuration.googlePlayCA = try Check.file("google-play-ca", s)
+            d.configuration.googlePlay.ca = try Check.file("google-play-ca", s)
         },
         Flag("google-play-acknowledge", "M", "auto (default): acknowledge, and consume consumables, once durable; off: the app does it") {
             d, s throws(Invalid) in
             guard s == "auto" || s == "off" else { throw Invalid(flag: "google-play-acknowledge", problem: "'\(s.prefix(40))' is not auto or off") }
-            d.configuration.googlePlayAcknowledge = s
+            d.configuration.googlePlay.acknowledge = s
         },
         Flag(
             "rtdn-audience", "STR",
             "accept Real-time developer notifications (POST /googleplay/rtdn on --notifications-listen) only with a push token for this audience"
         ) { d, s throws(Invalid) in
             guard !s.isEmpty, s.utf8.count <= 512 else { throw Invalid(flag: "rtdn-audience", problem: "needs a value of at most 512 bytes") }
-            d.configuration.rtdnAudience = s
+            d.configuration.googlePlay.rtdnAudience = s
         },
         Flag("rtdn-service-account", "EMAIL", "the push subscription's service account (the token's email)") { d, s throws(Invalid) in
             guard s.contains("@"), s.utf8.count <= 320 else { throw Invalid(flag: "rtdn-service-account", problem: "'\(s.prefix(100))' is not an email") }
-            d.configuration.rtdnServiceAccount = s
+            d.configuration.googlePlay.rtdnServiceAccount = s
         },
         Flag("rtdn-certs", "PATH", "the keys that sign push tokens (JWKS or PEM-map JSON) instead of fetching Google's") { d, s throws(Invalid) in
-            d.configuration.rtdnCerts = try Check.file("rtdn-certs", s)
+            d.configuration.googlePlay.rtdnCerts = try Check.file("rtdn-certs", s)
         },
     ]
 
