@@ -1,13 +1,13 @@
 import AfterSale
 import Endpoints
-public import Logging
+import Logging
 import IO
 import AppStore
 import AppStoreAPI
 import AppStoreHTTP
 import Connect
-public import Billing
-public import BillingService
+import Billing
+import BillingService
 import Crypto
 import Foundation
 import HTTP2
@@ -19,7 +19,7 @@ import Synchronization
 import Storage
 import HTTPClient
 import GooglePlayHTTP
-public import Webhooks
+import Webhooks
 import Lifecycle
 
 /// Start and stop (the service group), SIGHUP's reloads, the per-call log line.

@@ -1,24 +1,24 @@
 public import AfterSale
-public import Logging
+import Logging
 import IO
 import AppStore
 import AppStoreAPI
 import AppStoreHTTP
 import Connect
 public import Billing
-public import BillingService
+import BillingService
 import Crypto
 import Foundation
 import HTTP2
 import HTTPFront
 import Metrics
 import ProtoJSON
-public import RPC
+import RPC
 import Synchronization
 import Storage
 import HTTPClient
 import GooglePlayHTTP
-public import Webhooks
+import Webhooks
 import Lifecycle
 
 /// The parts App is built of, each from its flags: the App Store link and verifier, offers, the webhook sender,

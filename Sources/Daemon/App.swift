@@ -14,7 +14,7 @@ public import HTTP2
 import HTTPFront
 import Metrics
 import ProtoJSON
-public import RPC
+import RPC
 import Synchronization
 import Storage
 import HTTPClient
@@ -96,26 +96,12 @@ public final class App: Sendable {
         self.configuration = configuration
         self.logger = logger
 
-        var catalog: Catalog?
-        if let path = configuration.purchases.catalogPath {
-            do {
-                catalog = try Catalog(json: try Data(contentsOf: URL(fileURLWithPath: path)))
-            } catch {
-                throw StartError(description: "billingd: --catalog: \(error)")
-            }
-        }
+        let catalog = try App.catalog(configuration)
 
         let metrics = BillingMetrics(version: Daemon.version)
         self.metrics = metrics
         store = MeasuredOrderStore(rawStore, histogram: metrics.db)
-        var apiKeys: APIKeys?
-        if let path = configuration.server.apiKeys {
-            do {
-                apiKeys = try APIKeys.load(path: path)
-            } catch {
-                throw StartError(description: "billingd: --api-keys: \(error)")
-            }
-        }
+        let apiKeys = try App.apiKeys(configuration)
 
         let store = self.store
         let health = HealthState(storeReachable: { store.isReachable() })
@@ -130,19 +116,7 @@ public final class App: Sendable {
                 rejectStalePurchases: configuration.purchases.rejectStalePurchases,
                 clockSkewMs: Int64(configuration.purchases.clockSkew * 1000)))
         let appStore = try App.appStoreLink(configuration, logger: logger, metrics: metrics)
-        let consumption: ConsumptionResponder? =
-            configuration.appStoreAPI.consumptionAnswers == "auto"
-            ? appStore.map { link in
-                ConsumptionResponder(client: link.client, store: store) { transactionID, result, detail in
-                    metrics.consumptionAnswers.inc([result])
-                    logger.log(
-                        result == "failed" ? .warning : .info, "consumption answer",
-                        [("transaction_id", .string(transactionID)), ("result", .string(result)), ("detail", .string(String(detail.prefix(300))))])
-                }
-            } : nil
-        if configuration.appStoreAPI.consumptionAnswers == "auto" && appStore == nil {
-            logger.log(.warning, "--consumption-answers auto needs the App Store Server API credentials: CONSUMPTION_REQUEST stays unanswered")
-        }
+        let consumption = App.consumptionResponder(configuration, appStore: appStore, store: store, metrics: metrics, logger: logger)
         let processor = verifierSettings.map {
             NotificationProcessor(settings: $0, store: store, catalog: catalog, policy: engine.policy) { summary, result in
                 if result == .applied, summary.type == "CONSUMPTION_REQUEST", let consumption {
@@ -194,37 +168,14 @@ public final class App: Sendable {
         WebhookAdmin.register(in: &router, sender: webhooks, pool: pools.store)
         // billing.v1.Support: the operator is the key's name, else the client certificate's subject.
         let table = apiKeys.map(KeyTable.init)
-        let json: ProtoJSON.Registry
-        do {
-            json = try ProtoJSON.Registry(base64Files: BillingDescriptors.files.values)
-        } catch {
-            throw StartError(description: "billingd: the embedded descriptors: \(error)")
-        }
-        let support = SupportService(
-            store: store, catalog: catalog,
-            operatorName: { context in table?.name(for: context) ?? context.peerSubject ?? "anonymous" },
-            requestJSON: { message, binary in
-                (try? json.toJSON(message, binary: binary)).map { String(decoding: $0, as: UTF8.self) } ?? "{}"
-            },
-            appleOrder: admin.appleOrderLookup, refunder: googlePlay?.link, pools: pools,
-            log: { [logger] line in logger.log(.error, "audit", [("error", .string(line))]) })
+        let support = try App.supportService(
+            store: store, catalog: catalog, table: table, appleOrder: admin.appleOrderLookup, refunder: googlePlay?.link, pools: pools, logger: logger)
         support.register(in: &router)
         for (method, request) in SupportService.auditedAdminMethods {
             router.wrap(method) { support.auditing(request, $0) }
         }
         // billing.v1.Revenue: computed from the transactions by DESIGN's definitions (docs/REVENUE.md).
-        let rates = try configuration.revenue.exchangeRates.map { path throws(StartError) in
-            do throws(Configuration.Invalid) {
-                return try Configuration.exchangeRates(path)
-            } catch {
-                throw StartError(description: error.description)
-            }
-        }
-        revenue = RevenueService(
-            store: store,
-            settings: RevenueSettings(
-                reportingCurrency: configuration.revenue.reportingCurrency, rates: rates ?? .none, commission: configuration.revenue.commission),
-            pools: pools)
+        revenue = try App.revenueService(configuration, store: store, pools: pools)
         revenue.register(in: &router)
         if let apiKeys, let table {
             if let problem = App.unknownMethodProblem(apiKeys, methods: router.methods, path: configuration.server.apiKeys ?? "") {
@@ -244,120 +195,17 @@ public final class App: Sendable {
             knownMethods = []
         }
 
-        var serverConfig = configuration.serverConfiguration
-        // One in-flight count and limit for the port's every protocol: gRPC here, Connect and gRPC-Web in their gateway.
-        let admission = CallAdmission(limit: configuration.limits.maxInFlight)
-        serverConfig.admission = admission
-        if let cert = configuration.server.tlsCert, let key = configuration.server.tlsKey {
-            do {
-                serverConfig.tls = try TLSContext(certificatePath: cert, keyPath: key, clientCAPath: configuration.server.tlsClientCA)
-            } catch {
-                throw StartError(description: "billingd: --tls-cert: \(error)")
-            }
-        }
-        // The per-call line is written at info and below (the logger's level: a test's may differ from the flags').
-        let logCalls = logger.level <= .info
-        serverConfig.keepsCallNotes = logCalls
-        // Metrics and the per-call log line see every call, unknown methods and refused calls included.
-        router.intercept(
-            ServerInterceptor(finished: { record in
-                metrics.record(record)
-                if logCalls { App.logCall(record, logger) }
-            }))
-        // One call pipeline for the port's every protocol (request ids, interceptors, the deadline rule, the
-        // in-flight count): the router is complete here.
-        let pipeline = CallPipeline(
-            router: router, admission: admission, maxDeadlineNanoseconds: serverConfig.maxDeadlineNanoseconds, keepsNotes: logCalls)
-        serverConfig.pipeline = pipeline
-        // Connect and gRPC-Web on the same port, from the same pipeline (its interceptors included).
-        let served = configuration.servedProtocols
-        if served.contains(.connect) || served.contains(.grpcWeb) {
-            var connect = configuration.connectConfiguration
-            connect.admission = admission
-            connect.pipeline = pipeline
-            do {
-                let registry = try ProtoJSON.Registry(base64Files: BillingDescriptors.files.values)
-                serverConfig.http = ConnectGateway(router: router, registry: registry, configuration: connect).service
-            } catch {
-                throw StartError(description: "billingd: the embedded descriptors: \(error)")
-            }
-        }
-        do {
-            portConfiguration = serverConfig
-            server = try Server(configuration: serverConfig, router: router)
-        } catch {
-            throw StartError(description: "billingd: \(error)")
-        }
-        let server = self.server
-        let storeForReady = store
-        let registry = metrics.registry
+        (portConfiguration, server) = try App.port(configuration, router: &router, metrics: metrics, logger: logger)
         App.registerGauges(
-            registry, server: server, store: storeForReady, logger: logger, revenue: revenueGauges, currency: configuration.revenue.reportingCurrency)
-        if let listen = configuration.observability.metricsListen {
-            do {
-                metricsServer = try HTTPFront(
-                    configuration: {
-                        var front = HTTPFrontConfiguration(listen: listen)
-                        front.threadName = "metrics"
-                        return front
-                    }(),
-                    precheck: { request in
-                        request.method == "GET" || request.method == "HEAD" ? nil : HTTPResponse(status: 405, contentType: "text/plain", text: "only GET\n")
-                    },
-                    handler: { request, respond in
-                        // Off the server's threads: readiness asks the database.
-                        pools.store.run {
-                            switch request.path {
-                            case "/metrics":
-                                respond(HTTPResponse(status: 200, contentType: "text/plain; version=0.0.4; charset=utf-8", text: registry.render()))
-                            case "/healthz": respond(HTTPResponse(status: 200, contentType: "text/plain", text: "ok\n"))
-                            case "/readyz":
-                                let ready = storeForReady.isReachable() && health.status(of: "") == .serving
-                                respond(HTTPResponse(status: ready ? 200 : 503, contentType: "text/plain", text: ready ? "ready\n" : "not ready\n"))
-                            default: respond(HTTPResponse(status: 404, contentType: "text/plain", text: "not found\n"))
-                            }
-                        }
-                    })
-            } catch {
-                throw StartError(description: "billingd: --metrics-listen: \(error)")
-            }
-        } else {
-            metricsServer = nil
+            metrics.registry, server: server, store: store, logger: logger, revenue: revenueGauges, currency: configuration.revenue.reportingCurrency)
+        metricsServer = try configuration.observability.metricsListen.map { listen throws(StartError) in
+            try App.metricsFront(listen, registry: metrics.registry, store: store, health: health, pools: pools)
         }
         self.service = service
-        if let listen = configuration.notifications.listen {
-            if processor == nil {
-                logger.log(.warning, "no --bundle-id or --trust-root: the notifications endpoint refuses every notification")
-            }
-            let endpoint = NotificationEndpoint(
-                processor: processor, logger: logger, notifications: metrics.notifications, pool: pools.verification,
-                unavailable: {
-                    if health.isDraining { return "SHUTTING_DOWN" }
-                    return storeForReady.isReachable() ? nil : "STORAGE_UNAVAILABLE"
-                },
-                unconfiguredReason: configuration.purchases.bundleIDs.isEmpty && !configuration.dev ? "WRONG_APP" : "RECEIPT_UNTRUSTED")
-            let rtdn = googlePlay?.rtdn.map { r in
-                RTDNEndpoint(
-                    verifier: r.verifier, processor: r.processor, logger: logger, notifications: metrics.notifications, pool: pools.googlePlay,
-                    unavailable: {
-                        if health.isDraining { return "SHUTTING_DOWN" }
-                        return storeForReady.isReachable() ? nil : "STORAGE_UNAVAILABLE"
-                    })
-            }
-            var front = HTTPFrontConfiguration(listen: listen)
-            front.threadName = "notifications"
-            if let cert = configuration.notifications.tlsCert, let key = configuration.notifications.tlsKey {
-                front.tls = HTTPFrontConfiguration.TLS(certificatePath: cert, keyPath: key)
-            }
-            front.maxBodyBytes = NotificationRoutes.maxBodyBytes
-            let routes = NotificationRoutes(appStore: endpoint, rtdn: rtdn)
-            do {
-                notificationsServer = try HTTPFront(configuration: front, precheck: routes.precheck, handler: routes.handle)
-            } catch {
-                throw StartError(description: "billingd: --notifications-listen: \(error)")
-            }
-        } else {
-            notificationsServer = nil
+        notificationsServer = try configuration.notifications.listen.map { listen throws(StartError) in
+            try App.notificationsFront(
+                listen, configuration: configuration, processor: processor, rtdn: googlePlay?.rtdn, store: store, health: health, pools: pools,
+                metrics: metrics, logger: logger)
         }
     }
 }

@@ -1,4 +1,4 @@
-public import Logging
+import Logging
 import Foundation
 import Glibc
 

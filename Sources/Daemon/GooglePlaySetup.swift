@@ -1,6 +1,6 @@
 import AfterSale
 import Endpoints
-public import Logging
+import Logging
 import Billing
 import BillingService
 import Foundation
