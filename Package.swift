@@ -125,18 +125,20 @@ let package = Package(
         .testTarget(name: "JOSETests", dependencies: ["JOSE", "ProtoWire"], swiftSettings: strict),
         .testTarget(name: "LifecycleTests", dependencies: ["Lifecycle"], swiftSettings: strict),
         .testTarget(name: "MetricsTests", dependencies: ["Metrics"], swiftSettings: strict),
+        .testTarget(name: "LoggingTests", dependencies: ["Logging"], swiftSettings: strict),
         .testTarget(
-            name: "DaemonTests", dependencies: ["BillingAPI", "BillingTesting", "Daemon", "HTTP2", "ProtoWire", "RPC"], swiftSettings: strict),
+            name: "DaemonTests", dependencies: ["BillingAPI", "BillingTesting", "Daemon", "HTTP2", "IO", "Logging", "ProtoWire", "RPC"], swiftSettings: strict),
         .testTarget(name: "RPCTests", dependencies: ["Lifecycle", "RPC", "ProtoWire"], swiftSettings: strict),
         .testTarget(name: "ProtoJSONTests", dependencies: ["TestSupport", "ProtoJSON", "ProtoWire"], swiftSettings: strict),
+        .testTarget(name: "BillingTests", dependencies: ["Billing"], swiftSettings: strict),
         .testTarget(
-            name: "BillingTests",
+            name: "BillingServiceTests",
             dependencies: ["Lifecycle", "TestSupport", "Billing", "BillingService", "BillingAPI", "RPC", "ProtoWire", "AppStoreAPI", "Crypto"],
             swiftSettings: strict),
         .testTarget(
             name: "AppStoreTests", dependencies: ["TestSupport", "AppStore", "Crypto", "ProtoWire"], exclude: ["corpus"], swiftSettings: strict),
         .testTarget(
-            name: "PurchaseTests",
+            name: "AfterSaleTests",
             dependencies: [
                 "AfterSale", "Lifecycle", "TestSupport", "Billing", "BillingService", "AppStore", "Crypto", "Storage", "AppStoreAPI", "BillingAPI", "RPC",
                 "ProtoWire",
@@ -153,7 +155,7 @@ let package = Package(
         .testTarget(name: "WebhooksTests", dependencies: ["Lifecycle", "Webhooks", "Billing", "Storage", "Crypto", "ProtoJSON"], swiftSettings: strict),
         .testTarget(name: "HTTPFrontTests", dependencies: ["TestSupport", "HTTPFront", "HTTP2", "HTTPClient"], swiftSettings: strict),
         .testTarget(
-            name: "ServerTests",
+            name: "HTTP2Tests",
             dependencies: [
                 "BillingTesting", "Logging", "Lifecycle", "TestSupport", "Daemon", "HTTP2", "CNGHTTP2", "RPC", "Billing", "BillingService", "BillingAPI",
                 "Storage",

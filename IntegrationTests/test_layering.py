@@ -136,7 +136,7 @@ def test_only_wrappers_touch_c(package):
         for name, dep in edges(package)
         if dep in C_TARGETS and name not in WRAPPERS and package[name][0] != "test"
     ]
-    # Tests may reach C to drive a wrapper from below (ServerTests writes raw HTTP/2 frames with CNGHTTP2).
+    # Tests may reach C to drive a wrapper from below (HTTP2Tests writes raw HTTP/2 frames with CNGHTTP2).
     assert not wrong, f"only the wrapper modules {', '.join(sorted(WRAPPERS))} may depend on C: " + "; ".join(wrong)
 
 

@@ -1,5 +1,5 @@
 """Subscriptions as the stores model them, over the wire (DESIGN "Subscriptions as the stores model them"), on
-SQLite and on PostgreSQL: the scenarios of Tests/PurchaseTests/SubscriptionRulesTests.swift with App Store Server
+SQLite and on PostgreSQL: the scenarios of Tests/AfterSaleTests/SubscriptionRulesTests.swift with App Store Server
 Notifications v2 minted and signed here (appstore_mint), posted to billingd's notifications endpoint, and what they
 wrote read back through grpcio: entitlements (product_id, state, pending_product_id, ownership), orders
 (refunded_quantity) and each account's events (ListEvents by account: types and snapshots).

@@ -9,7 +9,7 @@ import Testing
 import TestSupport
 
 /// After the sale: notifications, refunds, renewals, entitlements and events, on every store.
-struct AfterSale {
+struct AfterSaleWorld {
     let h: Harness
     let processor: NotificationProcessor
     let clock = ManualClock(milliseconds: Shop.now)
@@ -84,18 +84,18 @@ struct AfterSale {
 }
 
 @Suite("After the sale: notifications, refunds, renewals, entitlements, events", .serialized)
-struct AfterSaleTests {
+struct AfterSaleFlowTests {
     @Test("REFUND refunds the order and revokes the entitlement; a redelivery changes nothing", arguments: Backend.all)
     func refund(_ backend: Backend) throws {
-        let a = AfterSale(backend)
+        let a = AfterSaleWorld(backend)
         defer { a.h.store.close() }
         let order = a.h.order("alice")
         _ = try a.h.submit(order.id, .signedTransaction(Shop.jws("r1", token: order.id))).get()
         #expect(a.entitlements("alice").map(\.active) == [true])
         let start = a.events().last!.cursor
-        let refund = AfterSale.note(
+        let refund = AfterSaleWorld.note(
             "REFUND", signed: Shop.now + 5000,
-            tx: AfterSale.tx("r1", token: order.id, revoked: Shop.now + 4000, signed: Shop.now + 5000))
+            tx: AfterSaleWorld.tx("r1", token: order.id, revoked: Shop.now + 4000, signed: Shop.now + 5000))
         #expect(a.notify(refund) == .done(.applied))
         #expect(a.h.get(order.id).state == .refunded)
         let e = try #require(a.entitlements("alice").first)
@@ -108,7 +108,7 @@ struct AfterSaleTests {
         // The same proof again is refused now, and the order stays refunded.
         #expect(a.h.submit(order.id, .signedTransaction(Shop.jws("r1", token: order.id))).failure == .transactionRevoked(transactionID: "r1"))
         // REFUND_REVERSED (newer) undoes it.
-        let reversed = AfterSale.note("REFUND_REVERSED", signed: Shop.now + 9000, tx: AfterSale.tx("r1", token: order.id, signed: Shop.now + 9000))
+        let reversed = AfterSaleWorld.note("REFUND_REVERSED", signed: Shop.now + 9000, tx: AfterSaleWorld.tx("r1", token: order.id, signed: Shop.now + 9000))
         #expect(a.notify(reversed) == .done(.applied))
         #expect(a.h.get(order.id).state == .completed)
         #expect(a.entitlements("alice").map(\.active) == [true])
@@ -117,11 +117,11 @@ struct AfterSaleTests {
 
     @Test("a newer revoked transaction through SubmitReceipt or RestorePurchases refunds like REFUND", arguments: Backend.all)
     func revocationFromAnySource(_ backend: Backend) throws {
-        let a = AfterSale(backend)
+        let a = AfterSaleWorld(backend)
         defer { a.h.store.close() }
         let order = a.h.order("bob")
         _ = try a.h.submit(order.id, .signedTransaction(Shop.jws("v1", token: order.id))).get()
-        var revoked = AfterSale.tx("v1", token: order.id, revoked: Shop.now + 100, signed: Shop.now + 200)
+        var revoked = AfterSaleWorld.tx("v1", token: order.id, revoked: Shop.now + 100, signed: Shop.now + 200)
         revoked.revocationReason = 1
         let jws = try Shop.store.signedTransaction(revoked)
         #expect(a.h.submit(order.id, .signedTransaction(jws)).failure == .transactionRevoked(transactionID: "v1"))
@@ -136,7 +136,7 @@ struct AfterSaleTests {
         let second = a.h.order("bob", product: "com.example.other")
         _ = try a.h.submit(second.id, .signedTransaction(Shop.jws("v2", product: "com.example.other", token: second.id))).get()
         let newer = try Shop.store.signedTransaction(
-            AfterSale.tx(
+            AfterSaleWorld.tx(
                 "v2", product: "com.example.other", token: second.id,
                 revoked: Shop.now + 100, signed: Shop.now + 300))
         let restored = try a.h.restore("bob", jws: [newer]).get()
@@ -148,11 +148,11 @@ struct AfterSaleTests {
         "a purchase notification whose token names a PENDING order completes it once; SubmitReceipt then answers already_processed",
         arguments: Backend.all)
     func purchaseNotificationCompletes(_ backend: Backend) throws {
-        let a = AfterSale(backend)
+        let a = AfterSaleWorld(backend)
         defer { a.h.store.close() }
         let order = a.h.order("carol")
-        let t = AfterSale.tx("p1", token: order.id)
-        #expect(a.notify(AfterSale.note("ONE_TIME_CHARGE", signed: Shop.now, tx: t)) == .done(.applied))
+        let t = AfterSaleWorld.tx("p1", token: order.id)
+        #expect(a.notify(AfterSaleWorld.note("ONE_TIME_CHARGE", signed: Shop.now, tx: t)) == .done(.applied))
         let paid = a.h.get(order.id)
         #expect(paid.state == .completed && paid.transactionID == "p1")
         let again = try a.h.submit(order.id, .signedTransaction(Shop.jws("p1", token: order.id))).get()
@@ -165,16 +165,16 @@ struct AfterSaleTests {
 
     @Test("SubmitReceipt and the purchase notification racing for one order: paid exactly once", arguments: Backend.all)
     func race(_ backend: Backend) throws {
-        let a = AfterSale(backend)
+        let a = AfterSaleWorld(backend)
         defer { a.h.store.close() }
         for i in 0..<10 {
             let order = a.h.order("race")
-            let t = AfterSale.tx("race-\(i)", token: order.id)
+            let t = AfterSaleWorld.tx("race-\(i)", token: order.id)
             let jws = Shop.jws("race-\(i)", token: order.id)
             let results = Results()
             DispatchQueue.concurrentPerform(iterations: 2) { k in
                 if k == 0 {
-                    results.add(a.notify(AfterSale.note("ONE_TIME_CHARGE", signed: Shop.now, tx: t)) == .done(.applied) ? "notified" : "failed")
+                    results.add(a.notify(AfterSaleWorld.note("ONE_TIME_CHARGE", signed: Shop.now, tx: t)) == .done(.applied) ? "notified" : "failed")
                 } else {
                     switch a.h.submit(order.id, .signedTransaction(jws)) {
                     case .success(let done): results.add(done.alreadyProcessed ? "already" : "submitted")
@@ -190,18 +190,18 @@ struct AfterSaleTests {
 
     @Test("a transaction nobody owns is kept, with its refund, and attaches to the first account that proves it", arguments: Backend.all)
     func unowned(_ backend: Backend) throws {
-        let a = AfterSale(backend)
+        let a = AfterSaleWorld(backend)
         defer { a.h.store.close() }
         // No token, no owner: kept without an account.
-        #expect(a.notify(AfterSale.note("ONE_TIME_CHARGE", signed: Shop.now, tx: AfterSale.tx("u1"))) == .done(.applied))
+        #expect(a.notify(AfterSaleWorld.note("ONE_TIME_CHARGE", signed: Shop.now, tx: AfterSaleWorld.tx("u1"))) == .done(.applied))
         #expect(
-            a.notify(AfterSale.note("REFUND", signed: Shop.now + 10, tx: AfterSale.tx("u1", revoked: Shop.now + 5, signed: Shop.now + 10)))
+            a.notify(AfterSaleWorld.note("REFUND", signed: Shop.now + 10, tx: AfterSaleWorld.tx("u1", revoked: Shop.now + 5, signed: Shop.now + 10)))
                 == .done(.applied))
         #expect(a.events().isEmpty)
         let order = a.h.order("dave")
         #expect(a.h.submit(order.id, .signedTransaction(Shop.jws("u1"))).failure == .transactionRevoked(transactionID: "u1"))
         // Another, unrefunded one attaches to the first account that restores it; a second account cannot take it.
-        #expect(a.notify(AfterSale.note("ONE_TIME_CHARGE", signed: Shop.now, tx: AfterSale.tx("u2", product: "com.example.two"))) == .done(.applied))
+        #expect(a.notify(AfterSaleWorld.note("ONE_TIME_CHARGE", signed: Shop.now, tx: AfterSaleWorld.tx("u2", product: "com.example.two"))) == .done(.applied))
         let owned = try a.h.restore("erin", jws: [Shop.jws("u2", product: "com.example.two")]).get()
         #expect(owned.map(\.productID) == ["com.example.two"] && owned[0].active)
         let order2 = a.h.order("frank", product: "com.example.two")
@@ -213,22 +213,22 @@ struct AfterSaleTests {
     @Test("a renewal and its refund kept before anyone owned the subscription apply when an earlier transaction of it is proved", arguments: Backend.all)
     func unownedRenewalsAttach(_ backend: Backend) throws {
         let day: Int64 = 86_400_000
-        let renewal = AfterSale.tx(
-            "k2", product: AfterSale.monthly, type: AfterSale.sub, original: "k1", purchase: Shop.now - 10 * day,
+        let renewal = AfterSaleWorld.tx(
+            "k2", product: AfterSaleWorld.monthly, type: AfterSaleWorld.sub, original: "k1", purchase: Shop.now - 10 * day,
             expires: Shop.now + 20 * day, signed: Shop.now - 10 * day)
-        let refunded = AfterSale.tx(
-            "k2", product: AfterSale.monthly, type: AfterSale.sub, original: "k1", purchase: Shop.now - 10 * day,
+        let refunded = AfterSaleWorld.tx(
+            "k2", product: AfterSaleWorld.monthly, type: AfterSaleWorld.sub, original: "k1", purchase: Shop.now - 10 * day,
             expires: Shop.now + 20 * day, revoked: Shop.now - day, signed: Shop.now - day)
         let proof = Shop.jws(
-            "k1", product: AfterSale.monthly, type: AfterSale.sub, purchase: Shop.now - 40 * day, expires: Shop.now - 10 * day,
+            "k1", product: AfterSaleWorld.monthly, type: AfterSaleWorld.sub, purchase: Shop.now - 40 * day, expires: Shop.now - 10 * day,
             original: "k1")
         var seen: [[String]] = []
         for proveFirst in [true, false] {
-            let a = AfterSale(backend)
+            let a = AfterSaleWorld(backend)
             defer { a.h.store.close() }
             if proveFirst { _ = try a.h.restore("ivan", jws: [proof]).get() }
-            #expect(a.notify(AfterSale.note("DID_RENEW", signed: Shop.now - 10 * day, tx: renewal)) == .done(.applied))
-            #expect(a.notify(AfterSale.note("REFUND", signed: Shop.now - day, tx: refunded)) == .done(.applied))
+            #expect(a.notify(AfterSaleWorld.note("DID_RENEW", signed: Shop.now - 10 * day, tx: renewal)) == .done(.applied))
+            #expect(a.notify(AfterSaleWorld.note("REFUND", signed: Shop.now - day, tx: refunded)) == .done(.applied))
             if !proveFirst { _ = try a.h.restore("ivan", jws: [proof]).get() }
             let e = try #require(a.entitlements("ivan").first)
             #expect(e.latestTransactionID == "k2" && e.revocationTimeMs == Shop.now - day && !e.active)
@@ -241,52 +241,52 @@ struct AfterSaleTests {
         "renewals: DID_RENEW moves the expiry forward, grace period keeps it active, EXPIRED ends it, auto-renew follows the newest",
         arguments: Backend.all)
     func renewals(_ backend: Backend) throws {
-        let a = AfterSale(backend)
+        let a = AfterSaleWorld(backend)
         defer { a.h.store.close() }
-        let order = a.h.order("gina", product: AfterSale.monthly)
+        let order = a.h.order("gina", product: AfterSaleWorld.monthly)
         let day: Int64 = 86_400_000
-        let t0 = AfterSale.tx(
-            "s1", product: AfterSale.monthly, type: AfterSale.sub, original: "s1", token: order.id,
+        let t0 = AfterSaleWorld.tx(
+            "s1", product: AfterSaleWorld.monthly, type: AfterSaleWorld.sub, original: "s1", token: order.id,
             purchase: Shop.now - day, expires: Shop.now + 29 * day, signed: Shop.now - day)
-        #expect(a.notify(AfterSale.note("SUBSCRIBED", subtype: "INITIAL_BUY", signed: Shop.now - day, tx: t0)) == .done(.applied))
+        #expect(a.notify(AfterSaleWorld.note("SUBSCRIBED", subtype: "INITIAL_BUY", signed: Shop.now - day, tx: t0)) == .done(.applied))
         #expect(a.h.get(order.id).state == .completed)
         var e = try #require(a.entitlements("gina").first)
         #expect(e.active && e.expiresTimeMs == Shop.now + 29 * day && e.autoRenew)
 
-        let t1 = AfterSale.tx(
-            "s2", product: AfterSale.monthly, type: AfterSale.sub, original: "s1", purchase: Shop.now + 29 * day,
+        let t1 = AfterSaleWorld.tx(
+            "s2", product: AfterSaleWorld.monthly, type: AfterSaleWorld.sub, original: "s1", purchase: Shop.now + 29 * day,
             expires: Shop.now + 59 * day, signed: Shop.now + 29 * day)
-        #expect(a.notify(AfterSale.note("DID_RENEW", signed: Shop.now + 29 * day, tx: t1)) == .done(.applied))
+        #expect(a.notify(AfterSaleWorld.note("DID_RENEW", signed: Shop.now + 29 * day, tx: t1)) == .done(.applied))
         e = try #require(a.entitlements("gina").first)
         #expect(e.latestTransactionID == "s2" && e.expiresTimeMs == Shop.now + 59 * day)
         // An older view arriving late moves nothing backward.
-        #expect(a.notify(AfterSale.note("DID_RENEW", signed: Shop.now - day + 1, tx: t0)) == .done(.applied))
+        #expect(a.notify(AfterSaleWorld.note("DID_RENEW", signed: Shop.now - day + 1, tx: t0)) == .done(.applied))
         #expect(a.entitlements("gina").first?.expiresTimeMs == Shop.now + 59 * day)
 
-        var off = TestStore.RenewalInfo(originalTransactionID: "s1", productID: AfterSale.monthly, autoRenewStatus: 0, signedDate: Shop.now + 30 * day)
+        var off = TestStore.RenewalInfo(originalTransactionID: "s1", productID: AfterSaleWorld.monthly, autoRenewStatus: 0, signedDate: Shop.now + 30 * day)
         #expect(
             a.notify(
-                AfterSale.note(
+                AfterSaleWorld.note(
                     "DID_CHANGE_RENEWAL_STATUS", subtype: "AUTO_RENEW_DISABLED", signed: Shop.now + 30 * day,
                     tx: t1, renewal: off)) == .done(.applied))
         #expect(a.entitlements("gina").first?.autoRenew == false)
         // An older status never wins over the newer one.
         off.autoRenewStatus = 1
         off.signedDate = Shop.now + 29 * day + 5
-        _ = a.notify(AfterSale.note("DID_CHANGE_RENEWAL_STATUS", subtype: "AUTO_RENEW_ENABLED", signed: Shop.now + 29 * day + 5, tx: t1, renewal: off))
+        _ = a.notify(AfterSaleWorld.note("DID_CHANGE_RENEWAL_STATUS", subtype: "AUTO_RENEW_ENABLED", signed: Shop.now + 29 * day + 5, tx: t1, renewal: off))
         #expect(a.entitlements("gina").first?.autoRenew == false)
 
         // Billing grace period: active past the expiry until the grace period ends.
-        var grace = TestStore.RenewalInfo(originalTransactionID: "s1", productID: AfterSale.monthly, signedDate: Shop.now + 59 * day)
+        var grace = TestStore.RenewalInfo(originalTransactionID: "s1", productID: AfterSaleWorld.monthly, signedDate: Shop.now + 59 * day)
         grace.gracePeriodExpiresDate = Shop.now + 75 * day
         #expect(
-            a.notify(AfterSale.note("DID_FAIL_TO_RENEW", subtype: "GRACE_PERIOD", signed: Shop.now + 59 * day, tx: t1, renewal: grace))
+            a.notify(AfterSaleWorld.note("DID_FAIL_TO_RENEW", subtype: "GRACE_PERIOD", signed: Shop.now + 59 * day, tx: t1, renewal: grace))
                 == .done(.applied))
         a.clock.advance(milliseconds: Shop.now + 60 * day - a.clock.nowMilliseconds())
         e = try #require(a.entitlements("gina").first)
         #expect(e.active && e.gracePeriodExpiresTimeMs == Shop.now + 75 * day)
         #expect(a.kinds("gina").contains(.billingIssue))
-        #expect(a.notify(AfterSale.note("GRACE_PERIOD_EXPIRED", signed: Shop.now + 75 * day, tx: t1)) == .done(.applied))
+        #expect(a.notify(AfterSaleWorld.note("GRACE_PERIOD_EXPIRED", signed: Shop.now + 75 * day, tx: t1)) == .done(.applied))
         #expect(a.entitlements("gina").first?.active == false)
         let inactive: Result<[Billing.Entitlement], BillingError> = wait { a.h.engine.entitlements(accountID: "gina", includeInactive: false, completion: $0) }
         #expect(try inactive.get().isEmpty)
@@ -301,13 +301,13 @@ struct AfterSaleTests {
 
     @Test("a notification for an environment not accepted is recorded as ignored and changes nothing", arguments: Backend.all)
     func ignoredEnvironment(_ backend: Backend) throws {
-        let a = AfterSale(backend, environments: [.xcode])
+        let a = AfterSaleWorld(backend, environments: [.xcode])
         defer { a.h.store.close() }
         let order = a.h.order("hank")
-        let n = AfterSale.note(
+        let n = AfterSaleWorld.note(
             "ONE_TIME_CHARGE", signed: Shop.now,
             tx: {
-                var t = AfterSale.tx("i1", token: order.id); t.environment = "Sandbox"; return t
+                var t = AfterSaleWorld.tx("i1", token: order.id); t.environment = "Sandbox"; return t
             }(),
             environment: "Sandbox")
         #expect(a.notify(n) == .done(.ignored))
@@ -318,7 +318,7 @@ struct AfterSaleTests {
 
     @Test("forged or foreign notifications are refused with the proof reasons and record nothing", arguments: [Backend.all[0]])
     func refusals(_ backend: Backend) throws {
-        let a = AfterSale(backend)
+        let a = AfterSaleWorld(backend)
         defer { a.h.store.close() }
         func outcome(_ body: String) -> NotificationProcessor.Outcome {
             let r: Result<NotificationProcessor.Outcome, BillingError> = wait { done in
@@ -333,26 +333,26 @@ struct AfterSaleTests {
         #expect(reason(outcome("not json")) == "RECEIPT_MALFORMED")
         #expect(reason(outcome("{\"signedPayload\": 5}")) == "RECEIPT_MALFORMED")
         #expect(reason(outcome("{\"signedPayload\": \"a.b.c\"}")) == "RECEIPT_MALFORMED")
-        let good = try Shop.store.signedNotification(AfterSale.note("TEST", signed: Shop.now))
+        let good = try Shop.store.signedNotification(AfterSaleWorld.note("TEST", signed: Shop.now))
         var parts = good.split(separator: ".").map(String.init)
         parts[2] = String(parts[2].reversed())
         #expect(reason(outcome(TestStore.notificationBody(parts.joined(separator: ".")))) == "RECEIPT_UNTRUSTED")
-        var foreign = AfterSale.note("TEST", signed: Shop.now)
+        var foreign = AfterSaleWorld.note("TEST", signed: Shop.now)
         foreign.bundleID = "com.other.app"
         #expect(reason(outcome(TestStore.notificationBody(try Shop.store.signedNotification(foreign)))) == "WRONG_APP")
         // A nested transaction of another app is refused as a whole.
-        var nested = AfterSale.note("ONE_TIME_CHARGE", signed: Shop.now, tx: AfterSale.tx("x1"))
+        var nested = AfterSaleWorld.note("ONE_TIME_CHARGE", signed: Shop.now, tx: AfterSaleWorld.tx("x1"))
         nested.transaction?.bundleID = "com.other.app"
         #expect(reason(outcome(TestStore.notificationBody(try Shop.store.signedNotification(nested)))) == "WRONG_APP")
         // Unknown fields and types are tolerated.
         #expect(outcome("{\"signedPayload\":\"\(good)\",\"extra\":[1,{}]}") == .done(.applied))
-        #expect(a.notify(AfterSale.note("SOMETHING_NEW", signed: Shop.now, tx: AfterSale.tx("x2"))) == .done(.applied))
+        #expect(a.notify(AfterSaleWorld.note("SOMETHING_NEW", signed: Shop.now, tx: AfterSaleWorld.tx("x2"))) == .done(.applied))
         #expect(a.events().isEmpty)
     }
 
     @Test("restore under transfer moves the entitlement with an ENTITLEMENT_TRANSFERRED event", arguments: Backend.all)
     func transferEvent(_ backend: Backend) throws {
-        let a = AfterSale(backend)
+        let a = AfterSaleWorld(backend)
         defer { a.h.store.close() }
         let jws = Shop.jws("t1")
         _ = try a.h.restore("ivy", jws: [jws]).get()
@@ -368,18 +368,18 @@ struct AfterSaleTests {
 
     @Test("a subscription moves whole on restore, and a refund afterwards reaches the account that holds it", arguments: Backend.all)
     func refundFollowsTheOwner(_ backend: Backend) throws {
-        let a = AfterSale(backend)
+        let a = AfterSaleWorld(backend)
         defer { a.h.store.close() }
         let day: Int64 = 86_400_000
-        let order = a.h.order("kim", product: AfterSale.monthly)
-        let t1 = AfterSale.tx(
-            "m1", product: AfterSale.monthly, type: AfterSale.sub, original: "m1", token: order.id,
+        let order = a.h.order("kim", product: AfterSaleWorld.monthly)
+        let t1 = AfterSaleWorld.tx(
+            "m1", product: AfterSaleWorld.monthly, type: AfterSaleWorld.sub, original: "m1", token: order.id,
             purchase: Shop.now - day, expires: Shop.now + 29 * day, signed: Shop.now - day)
-        let t2 = AfterSale.tx(
-            "m2", product: AfterSale.monthly, type: AfterSale.sub, original: "m1",
+        let t2 = AfterSaleWorld.tx(
+            "m2", product: AfterSaleWorld.monthly, type: AfterSaleWorld.sub, original: "m1",
             purchase: Shop.now + 29 * day, expires: Shop.now + 59 * day, signed: Shop.now + 29 * day)
-        #expect(a.notify(AfterSale.note("SUBSCRIBED", signed: Shop.now - day, tx: t1)) == .done(.applied))
-        #expect(a.notify(AfterSale.note("DID_RENEW", signed: Shop.now + 29 * day, tx: t2)) == .done(.applied))
+        #expect(a.notify(AfterSaleWorld.note("SUBSCRIBED", signed: Shop.now - day, tx: t1)) == .done(.applied))
+        #expect(a.notify(AfterSaleWorld.note("DID_RENEW", signed: Shop.now + 29 * day, tx: t2)) == .done(.applied))
         // Another account restores with the renewal alone (StoreKit's current entitlements): the whole subscription moves.
         _ = try a.h.restore("lee", jws: [try Shop.store.signedTransaction(t2)]).get()
         #expect(a.entitlements("kim").isEmpty)
@@ -388,7 +388,7 @@ struct AfterSaleTests {
         refunded.revocationDate = Shop.now + 30 * day
         refunded.revocationReason = 0
         refunded.signedDate = Shop.now + 30 * day
-        #expect(a.notify(AfterSale.note("REFUND", signed: Shop.now + 30 * day, tx: refunded)) == .done(.applied))
+        #expect(a.notify(AfterSaleWorld.note("REFUND", signed: Shop.now + 30 * day, tx: refunded)) == .done(.applied))
         #expect(a.entitlements("lee").first?.active == false)
         #expect(a.entitlements("lee").first?.revocationTimeMs == Shop.now + 30 * day)
         #expect(a.events(account: "lee").last?.kind == .entitlementRevoked)
@@ -397,22 +397,22 @@ struct AfterSaleTests {
 
     @Test("with --reject-stale-purchases a purchase notification does not pay an order opened after the purchase", arguments: Backend.all)
     func stalePurchaseNotification(_ backend: Backend) throws {
-        let a = AfterSale(backend, policy: PurchaseEngine.Policy(rejectStalePurchases: true))
+        let a = AfterSaleWorld(backend, policy: PurchaseEngine.Policy(rejectStalePurchases: true))
         defer { a.h.store.close() }
         let order = a.h.order("nia")
         // Bought a day before the order existed (far beyond the 300 s allowance).
-        let old = AfterSale.tx("st1", token: order.id, purchase: order.createTimeMs - 86_400_000)
-        #expect(a.notify(AfterSale.note("ONE_TIME_CHARGE", signed: Shop.now, tx: old)) == .done(.applied))
+        let old = AfterSaleWorld.tx("st1", token: order.id, purchase: order.createTimeMs - 86_400_000)
+        #expect(a.notify(AfterSaleWorld.note("ONE_TIME_CHARGE", signed: Shop.now, tx: old)) == .done(.applied))
         #expect(a.h.get(order.id).state == .pending)
         // A fresh purchase still pays it.
-        let fresh = AfterSale.tx("st2", token: order.id, purchase: order.createTimeMs + 1000)
-        #expect(a.notify(AfterSale.note("ONE_TIME_CHARGE", signed: Shop.now + 1, tx: fresh)) == .done(.applied))
+        let fresh = AfterSaleWorld.tx("st2", token: order.id, purchase: order.createTimeMs + 1000)
+        #expect(a.notify(AfterSaleWorld.note("ONE_TIME_CHARGE", signed: Shop.now + 1, tx: fresh)) == .done(.applied))
         #expect(a.h.get(order.id).transactionID == "st2")
     }
 
     @Test("event cursors increase in commit order, one commit's events consecutive; paging by account", arguments: Backend.all)
     func cursors(_ backend: Backend) throws {
-        let a = AfterSale(backend)
+        let a = AfterSaleWorld(backend)
         defer { a.h.store.close() }
         for i in 0..<20 { _ = a.h.order("acct-\(i % 3)") }
         let all = a.events()
@@ -430,13 +430,13 @@ struct AfterSaleTests {
     )
     func orderIndependence() throws {
         var rng = SplitMix(seed: 9)
-        let inOrder = AfterSale(Backend.all[0]), shuffled = AfterSale(Backend.all[0])
+        let inOrder = AfterSaleWorld(Backend.all[0]), shuffled = AfterSaleWorld(Backend.all[0])
         var ops: [Storm.Op] = []
         var orders: [(String, String)] = []
         for i in 0..<40 {
             let account = "acct-\(i % 7)"
-            let a = inOrder.h.order(account, product: AfterSale.monthly)
-            let b = shuffled.h.order(account, product: AfterSale.monthly)
+            let a = inOrder.h.order(account, product: AfterSaleWorld.monthly)
+            let b = shuffled.h.order(account, product: AfterSaleWorld.monthly)
             orders.append((a.id, b.id))
             ops += Storm.lifecycle(index: i, token: "TOKEN-\(i)", rng: &rng)
         }
@@ -445,7 +445,7 @@ struct AfterSaleTests {
             if let token = t.appAccountToken, let i = Int(token.dropFirst(6)) { t.appAccountToken = pick(orders[i].0, orders[i].1) }
             return t
         }
-        func run(_ op: Storm.Op, on a: AfterSale, _ pick: @escaping (String, String) -> String) {
+        func run(_ op: Storm.Op, on a: AfterSaleWorld, _ pick: @escaping (String, String) -> String) {
             switch op {
             case .note(var n):
                 n.transaction = resolve(n.transaction, pick)
@@ -509,20 +509,20 @@ enum Storm {
         var t = Shop.now + Int64(i) * 1000
         var ops: [Op] = []
         func tx(_ id: String, _ product: String, purchase: Int64, original: String = original) -> TestStore.Transaction {
-            var x = AfterSale.tx(
-                id, product: product, type: AfterSale.sub, original: original, token: token, purchase: purchase,
+            var x = AfterSaleWorld.tx(
+                id, product: product, type: AfterSaleWorld.sub, original: original, token: token, purchase: purchase,
                 expires: purchase + 30 * day, signed: purchase)
             x.subscriptionGroupIdentifier = "20000001"
             return x
         }
-        let first = tx(original, AfterSale.monthly, purchase: t)
-        ops.append(.note(AfterSale.note("SUBSCRIBED", subtype: "INITIAL_BUY", signed: t, tx: first)))
+        let first = tx(original, AfterSaleWorld.monthly, purchase: t)
+        ops.append(.note(AfterSaleWorld.note("SUBSCRIBED", subtype: "INITIAL_BUY", signed: t, tx: first)))
         let renewals = Int.random(in: 0...3, using: &rng)
         var last = first
         for r in 1...max(1, renewals) where renewals > 0 {
             t += 30 * day
-            last = tx("st-\(i)-\(r)", AfterSale.monthly, purchase: t)
-            ops.append(.note(AfterSale.note("DID_RENEW", signed: t, tx: last)))
+            last = tx("st-\(i)-\(r)", AfterSaleWorld.monthly, purchase: t)
+            ops.append(.note(AfterSaleWorld.note("DID_RENEW", signed: t, tx: last)))
         }
         switch Int.random(in: 0..<4, using: &rng) {
         case 0:
@@ -532,7 +532,7 @@ enum Storm {
             let up = tx("st-\(i)-up", premium, purchase: t)
             var info = TestStore.RenewalInfo(originalTransactionID: original, productID: premium, signedDate: t)
             info.autoRenewProductID = premium
-            ops.append(.note(AfterSale.note("DID_CHANGE_RENEWAL_PREF", subtype: "UPGRADE", signed: t, tx: up, renewal: info)))
+            ops.append(.note(AfterSaleWorld.note("DID_CHANGE_RENEWAL_PREF", subtype: "UPGRADE", signed: t, tx: up, renewal: info)))
             var flagged = last
             flagged.isUpgraded = true
             flagged.signedDate = t + 1
@@ -541,14 +541,14 @@ enum Storm {
         case 1:
             // Downgrade: pending until the renewal, which brings the cheaper product.
             t += 1000
-            var info = TestStore.RenewalInfo(originalTransactionID: original, productID: AfterSale.monthly, signedDate: t)
+            var info = TestStore.RenewalInfo(originalTransactionID: original, productID: AfterSaleWorld.monthly, signedDate: t)
             info.autoRenewProductID = basic
-            ops.append(.note(AfterSale.note("DID_CHANGE_RENEWAL_PREF", subtype: "DOWNGRADE", signed: t, tx: last, renewal: info)))
+            ops.append(.note(AfterSaleWorld.note("DID_CHANGE_RENEWAL_PREF", subtype: "DOWNGRADE", signed: t, tx: last, renewal: info)))
             t = last.purchaseDate + 30 * day
             last = tx("st-\(i)-down", basic, purchase: t)
             var renewed = TestStore.RenewalInfo(originalTransactionID: original, productID: basic, signedDate: t)
             renewed.autoRenewProductID = basic
-            ops.append(.note(AfterSale.note("DID_RENEW", signed: t, tx: last, renewal: renewed)))
+            ops.append(.note(AfterSaleWorld.note("DID_RENEW", signed: t, tx: last, renewal: renewed)))
         default: break
         }
         if Int.random(in: 0..<3, using: &rng) == 0 {
@@ -558,29 +558,29 @@ enum Storm {
             refunded.revocationReason = 0
             refunded.revocationType = "REFUND_FULL"
             refunded.signedDate = t
-            ops.append(.note(AfterSale.note("REFUND", signed: t, tx: refunded)))
+            ops.append(.note(AfterSaleWorld.note("REFUND", signed: t, tx: refunded)))
         }
         if Bool.random(using: &rng) {
             t += 1000
             var info = TestStore.RenewalInfo(originalTransactionID: original, productID: last.productID, autoRenewStatus: 0, signedDate: t)
             info.autoRenewProductID = last.productID
-            ops.append(.note(AfterSale.note("DID_CHANGE_RENEWAL_STATUS", subtype: "AUTO_RENEW_DISABLED", signed: t, tx: last, renewal: info)))
+            ops.append(.note(AfterSaleWorld.note("DID_CHANGE_RENEWAL_STATUS", subtype: "AUTO_RENEW_DISABLED", signed: t, tx: last, renewal: info)))
         }
         if Int.random(in: 0..<4, using: &rng) == 0 {
             t += 1000
-            ops.append(.note(AfterSale.note("EXPIRED", subtype: "VOLUNTARY", signed: t, tx: last)))
+            ops.append(.note(AfterSaleWorld.note("EXPIRED", subtype: "VOLUNTARY", signed: t, tx: last)))
         }
         if Int.random(in: 0..<4, using: &rng) == 0 {
             // A Family Sharing grant of another subscription to the same account, later taken back.
             let base = Shop.now + Int64(i) * 1000 + 500
-            var shared = tx("st-\(i)-fam", AfterSale.monthly, purchase: base, original: "st-\(i)-fam")
+            var shared = tx("st-\(i)-fam", AfterSaleWorld.monthly, purchase: base, original: "st-\(i)-fam")
             shared.inAppOwnershipType = "FAMILY_SHARED"
-            ops.append(.note(AfterSale.note("SUBSCRIBED", subtype: "INITIAL_BUY", signed: base, tx: shared)))
+            ops.append(.note(AfterSaleWorld.note("SUBSCRIBED", subtype: "INITIAL_BUY", signed: base, tx: shared)))
             var revoked = shared
             revoked.revocationDate = base + 5 * day
             revoked.revocationType = "FAMILY_REVOKE"
             revoked.signedDate = base + 5 * day
-            ops.append(.note(AfterSale.note("REVOKE", signed: base + 5 * day, tx: revoked)))
+            ops.append(.note(AfterSaleWorld.note("REVOKE", signed: base + 5 * day, tx: revoked)))
         }
         return ops
     }

@@ -1,5 +1,4 @@
 import Logging
-import Daemon
 import Foundation
 import Glibc
 import Testing

@@ -5,7 +5,7 @@ import Testing
 import TestSupport
 
 /// Proofs as the rules see them once verified: each proof string names a transaction registered here. The
-/// signatures are not under test in this file (AfterSaleTests and the wire tests sign for real); the rules are.
+/// signatures are not under test in this file (AfterSaleFlowTests and the wire tests sign for real); the rules are.
 final class DirectVerifier: ProofVerifier {
     private let table = Mutex<[String: StoreTransaction]>([:])
     func proof(_ t: StoreTransaction) -> String {

@@ -1,5 +1,5 @@
 import Logging
-@testable import Daemon
+
 import Foundation
 import Testing
 

@@ -54,15 +54,6 @@ struct EventFeedTests {
         }
     }
 
-    /// Polls `condition` for up to 5 s.
-    func eventually(_ condition: () -> Bool) -> Bool {
-        for _ in 0..<500 {
-            if condition() { return true }
-            usleep(10_000)
-        }
-        return condition()
-    }
-
     @Test("a cursor beyond the newest event ends the watch with OUT_OF_RANGE CURSOR_OUT_OF_RANGE")
     func outOfRange() {
         let (orders, store) = service()
