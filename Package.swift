@@ -133,20 +133,23 @@ let package = Package(
         .testTarget(name: "BillingTests", dependencies: ["Billing"], swiftSettings: strict),
         .testTarget(
             name: "BillingServiceTests",
-            dependencies: ["Lifecycle", "TestSupport", "Billing", "BillingService", "BillingAPI", "RPC", "ProtoWire", "AppStoreAPI", "Crypto"],
+            dependencies: [
+                "BillingTesting", "Lifecycle", "TestSupport", "Billing", "BillingService", "BillingAPI", "RPC", "ProtoWire", "AppStoreAPI", "Crypto",
+            ],
             swiftSettings: strict),
         .testTarget(
             name: "AppStoreTests", dependencies: ["TestSupport", "AppStore", "Crypto", "ProtoWire"], exclude: ["corpus"], swiftSettings: strict),
         .testTarget(
             name: "AfterSaleTests",
             dependencies: [
+                "BillingTesting",
                 "AfterSale", "Lifecycle", "TestSupport", "Billing", "BillingService", "AppStore", "Crypto", "Storage", "AppStoreAPI", "BillingAPI", "RPC",
                 "ProtoWire",
             ],
             swiftSettings: strict),
         .testTarget(
             name: "StorageTests",
-            dependencies: ["Lifecycle", "TestSupport", "Storage", "Billing", "BillingService", "BillingAPI", "RPC", "ProtoWire", "Crypto"],
+            dependencies: ["BillingTesting", "Lifecycle", "TestSupport", "Storage", "Billing", "BillingService", "BillingAPI", "RPC", "ProtoWire", "Crypto"],
             exclude: ["Upgrade"], swiftSettings: strict),
         .testTarget(name: "AppStoreAPITests", dependencies: ["Lifecycle", "AppStoreAPI", "AppStoreHTTP", "Crypto"], swiftSettings: strict),
         .testTarget(

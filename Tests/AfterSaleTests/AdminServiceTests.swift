@@ -1,3 +1,4 @@
+import BillingTesting
 import AfterSale
 import AppStore
 import AppStoreAPI
@@ -19,16 +20,11 @@ struct AdminServiceTests {
         return nil
     }
 
-    /// One unary call on `router`, as the transport makes it.
+    /// One unary call on `router` through the pipeline (BillingTesting's client), as the transport makes it.
     static func call<Response: ProtoMessage>(
         _ router: Router, _ method: String, _ request: some ProtoMessage, _: Response.Type
     ) -> Result<Response, RPCError> {
-        guard case .unary(_, let handler) = router.resolve(path: "/" + method) else {
-            return .failure(RPCError(code: .unimplemented, message: method))
-        }
-        let bytes = request.encoded()
-        let result: Result<[UInt8], RPCError> = wait { done in handler(CallContext(method: method), bytes, Responder { done($0) }) }
-        return result.map { try! Response(decoding: Array($0.dropFirst(5))) }
+        PipelineClient.call(router, method, request, Response.self)
     }
 
     /// An admin service whose reconciliation answers `reconcile`, with or without a verifier.

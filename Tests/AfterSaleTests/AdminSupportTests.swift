@@ -1,3 +1,4 @@
+import BillingTesting
 import AfterSale
 import AppStore
 import AppStoreAPI
@@ -63,15 +64,9 @@ struct AdminWorld {
         return try! Shop.store.signedTransaction(t)
     }
 
+    /// One call through the pipeline (BillingTesting's client).
     func call<Response: ProtoMessage>(_ method: String, _ request: some ProtoMessage, _: Response.Type) -> Result<Response, RPCError> {
-        guard case .unary(_, let handler) = router.resolve(path: "/" + method) else {
-            return .failure(RPCError(code: .unimplemented, message: method))
-        }
-        let bytes = request.encoded()
-        let result: Result<[UInt8], RPCError> = wait { done in
-            handler(CallContext(method: method), bytes, Responder { done($0) })
-        }
-        return result.map { try! Response(decoding: Array($0.dropFirst(5))) }
+        PipelineClient.call(router, method, request, Response.self)
     }
 
     func order(_ account: String, product: String = sub) -> Billing.Order {

@@ -1,3 +1,4 @@
+import BillingTesting
 import Billing
 import BillingAPI
 import BillingService
@@ -84,16 +85,9 @@ struct TransactionServiceTests {
         router = r
     }
 
+    /// One call through the pipeline (BillingTesting's client: interceptors, request id, deadline, in-flight count).
     func call<Response: ProtoMessage>(_ method: String, _ request: some ProtoMessage, _: Response.Type) -> Result<Response, RPCError> {
-        guard case .unary(_, let handler) = router.resolve(path: "/billing.v1.Billing/" + method) else {
-            return .failure(RPCError(code: .unimplemented, message: method))
-        }
-        let bytes = request.encoded()
-        let result: Result<[UInt8], RPCError> = wait { done in
-            handler(CallContext(method: "billing.v1.Billing/" + method), bytes, Responder { done($0) })
-        }
-        // The answer comes framed: a 5-byte gRPC prefix, then the message.
-        return result.map { try! Response(decoding: Array($0.dropFirst(5))) }
+        PipelineClient.call(router, "billing.v1.Billing/" + method, request, Response.self)
     }
 
     func refusal<Response: ProtoMessage>(_ method: String, _ request: some ProtoMessage, _ type: Response.Type) -> RPCError? {

@@ -4,6 +4,7 @@ package import IO
 import Lifecycle
 package import ProtoJSON
 package import RPC
+package import ProtoWire
 
 /// One port, every protocol, in memory: a gRPC server session whose `HTTPService` is the Connect gateway, both on
 /// the same `CallPipeline` (as billingd's App assembles them), behind an `InMemoryTransport` (a manual clock, no
@@ -58,5 +59,39 @@ package final class PipelineClient {
         try client.request(
             "POST", path: "/" + method, headers: [("content-type", contentType)] + headers, body: body,
             deadline: Monotonic.now() &+ 30_000_000_000)
+    }
+}
+
+extension PipelineClient {
+    /// A unary gRPC call of `method` (`billing.v1.Support/FindCustomers`) through the whole pipeline (interceptors,
+    /// request id, deadline, in-flight count), its answer decoded: what a test of a handler asks instead of resolving
+    /// the route and unframing the bytes itself. A transport failure is `unavailable`; an answer that does not decode
+    /// as `Response` is `internal`.
+    package func call<Response: ProtoMessage>(
+        _ method: String, _ request: some ProtoMessage, _: Response.Type, metadata: [(String, String)] = []
+    ) -> Result<Response, RPCError> {
+        let answer: UnaryResponse
+        do {
+            answer = try grpc(method, request.encoded(), metadata: metadata)
+        } catch {
+            return .failure(RPCError(code: .unavailable, message: "\(method): \(error)"))
+        }
+        if let error = answer.error { return .failure(error) }
+        do {
+            return .success(try Response(decoding: answer.message))
+        } catch {
+            return .failure(RPCError(code: .internal, message: "\(method): the answer is not a \(Response.self): \(error)"))
+        }
+    }
+
+    /// `call` on a fresh client of `router`.
+    package static func call<Response: ProtoMessage>(
+        _ router: Router, _ method: String, _ request: some ProtoMessage, _: Response.Type, metadata: [(String, String)] = []
+    ) -> Result<Response, RPCError> {
+        do {
+            return try PipelineClient(router: router).call(method, request, Response.self, metadata: metadata)
+        } catch {
+            return .failure(RPCError(code: .internal, message: "the pipeline client: \(error)"))
+        }
     }
 }

@@ -1,3 +1,4 @@
+import BillingTesting
 import Billing
 import BillingAPI
 import BillingService
@@ -32,15 +33,9 @@ struct SupportStorageTests {
             router = r
         }
 
+        /// One call through the pipeline (BillingTesting's client).
         func call<Response: ProtoMessage>(_ method: String, _ request: some ProtoMessage, _: Response.Type) -> Result<Response, RPCError> {
-            guard case .unary(_, let handler) = router.resolve(path: "/billing.v1.Support/" + method) else {
-                return .failure(RPCError(code: .unimplemented, message: method))
-            }
-            let bytes = request.encoded()
-            let result: Result<[UInt8], RPCError> = wait { done in
-                handler(CallContext(method: "billing.v1.Support/" + method), bytes, Responder { done($0) })
-            }
-            return result.map { try! Response(decoding: Array($0.dropFirst(5))) }
+            PipelineClient.call(router, "billing.v1.Support/" + method, request, Response.self)
         }
 
         func count(_ sql: String) throws -> Int { Int(try self.sql(sql).trimmingCharacters(in: .whitespacesAndNewlines)) ?? -1 }
