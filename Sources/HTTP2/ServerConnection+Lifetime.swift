@@ -8,8 +8,7 @@ import Lifecycle
 extension ServerConnection {
     func close() {
         loop.assertInEventLoop("ServerConnection")
-        guard !closed else { return }
-        closed = true
+        guard state.close() else { return }
         session?.close()
         session = nil
         bridge?.close()
@@ -22,37 +21,27 @@ extension ServerConnection {
         owner?.forget(fd)
     }
 
-    /// Called once a second by the loop: GOAWAY after the idle timeout, drop a peer that stopped reading.
+    /// Called once a second by the loop: the facts `ConnectionState.sweep` decides on (the header timeout of a
+    /// handshake, a preface or a trickling header block; the linger; a peer that stopped reading; idleness).
     func sweep(now: UInt64) {
-        guard !closed else { return }
-        if session == nil && bridge == nil && lingerUntil == 0,
-            now &- acceptedAt > UInt64(max(0, shared.configuration.handshakeTimeoutNanoseconds))
-        {
-            // A TLS handshake or a preface that does not come (a slow or silent client) holds no slot for long.
-            return close()
-        }
-        if lingerUntil != 0 {
-            // Ending: closed once the peer closes, or now at the latest.
-            if now >= lingerUntil { close() }
-            return
-        }
-        let headerTimeout = UInt64(max(0, shared.configuration.handshakeTimeoutNanoseconds))
-        if session?.expireCalls(now: now, headerTimeoutNanoseconds: headerTimeout) == true {
-            // A header block trickling in for seconds (slowloris over HTTP/2) holds no slot for long.
-            terminate(NGHTTP2_ENHANCE_YOUR_CALM)
-            return
-        }
+        guard !state.isOver else { return }
         let config = shared.configuration
-        // Output waits (in our buffer, or answers nghttp2 holds behind a closed flow-control window)
-        // and the peer has taken nothing for too long: it never reads. Drop it; its memory goes with it.
-        let waiting = pendingOffset < pending.count || session?.holdsAnswers == true
-        if waiting, now &- lastWriteProgress > UInt64(config.writeStallNanoseconds) {
-            // GOAWAY after what waits; a peer that still reads nothing is closed at the linger deadline.
-            terminate(NGHTTP2_ENHANCE_YOUR_CALM)
-            return
+        var facts = ConnectionState.Facts(now: now, acceptedAt: acceptedAt, lastActivity: lastActivity, lastWriteProgress: lastWriteProgress)
+        let headerTimeout = UInt64(max(0, config.handshakeTimeoutNanoseconds))
+        if state.isServing, state.lingerUntil == 0, let session {
+            // Asked only of a serving session that is not ending (the check stamps streams and trims the pool).
+            facts.callsExpired = session.expireCalls(now: now, headerTimeoutNanoseconds: headerTimeout)
+            facts.outputWaiting = pendingOffset < pending.count || session.holdsAnswers
+            facts.sessionIdle = session.isIdle
         }
-        if session?.isIdle ?? true, !draining, now &- lastActivity > UInt64(config.idleTimeoutNanoseconds) {
-            terminate(NGHTTP2_NO_ERROR)
+        let limits = ConnectionState.Limits(
+            handshakeTimeout: headerTimeout, writeStall: UInt64(max(0, config.writeStallNanoseconds)),
+            idleTimeout: UInt64(max(0, config.idleTimeoutNanoseconds)))
+        switch state.sweep(facts, limits) {
+        case .none: break
+        case .close: close()
+        case .calm: terminate(NGHTTP2_ENHANCE_YOUR_CALM)
+        case .idle: terminate(NGHTTP2_NO_ERROR)
         }
     }
 
@@ -60,9 +49,7 @@ extension ServerConnection {
 
     /// Tells the client to stop opening streams; answers in flight still complete.
     func beginDrain() {
-        draining = true
-        guard let session, !closed else { return }
-        session.beginDrain()
+        if state.beginDrain(), let session { session.beginDrain() }
     }
 
     /// The session has frames to send (`SessionOutput`).

@@ -34,20 +34,15 @@ final class ServerConnection: EventHandler, DeferredFlush, SessionOutput {
     var lastWriteProgress = Monotonic.now()
     /// The client certificate's subject, once a mutual-TLS handshake verified it.
     var peerSubject: String?
-    var closed = false
-    /// The socket went to libmicrohttpd (which closes it and gives back its slot).
-    var handedOff = false
-    var draining = false
+    /// Where the connection is in its life (handshake, preface, serving, bridged, shut out, over): the pure
+    /// state machine decides every transition; this shell carries them out on the socket.
+    var state: ConnectionState
+    /// Nothing more happens on the socket.
+    var closed: Bool { state.isOver }
+    /// Our side is shut: what the peer still sends is read and dropped until it closes.
+    var discarding: Bool { state.isShutOut }
     /// h2c: the first bytes, held until they show the HTTP/2 preface (or an HTTP/1 request).
-    var awaitingPreface = false
     var prefaceBytes: [UInt8] = []
-    /// Our side is shut (after an HTTP/1.1 answer or a GOAWAY); what the peer still sends is read and
-    /// dropped until it closes, so unread input does not turn our FIN into a reset.
-    var discarding = false
-    /// Set once the connection is ending: the monotonic time it closes at the latest, written or not.
-    var lingerUntil: UInt64 = 0
-    /// How long an ending connection waits for its last bytes to go out and for the peer to close.
-    static let lingerNanoseconds: UInt64 = 2_000_000_000
     /// The loop's registry that keeps this connection alive.
     weak var owner: LoopConnections?
 
@@ -57,6 +52,7 @@ final class ServerConnection: EventHandler, DeferredFlush, SessionOutput {
         self.addressKey = addressKey
         self.loop = loop
         self.shared = shared
+        state = ConnectionState(tls: shared.configuration.tls != nil)
         if let context = shared.configuration.tls {
             tls = try TLSSession(context: context, fd: fd, server: true)
         }
@@ -68,7 +64,6 @@ final class ServerConnection: EventHandler, DeferredFlush, SessionOutput {
             // Nothing is sent before the client's first bytes: an HTTP/1.1 client must get an HTTP/1.1 answer.
             // They are peeked at, not read (an HTTP/1.x connection goes to libmicrohttpd with its bytes
             // unread), so the socket is edge-triggered until they decide: each arrival wakes us once.
-            awaitingPreface = true
             loop.register(fd, self, events: EPOLLIN.rawValue | EPOLLRDHUP.rawValue | EPOLLET.rawValue)
         } else {
             loop.register(fd, self, events: EPOLLIN.rawValue | EPOLLRDHUP.rawValue)
@@ -79,7 +74,7 @@ final class ServerConnection: EventHandler, DeferredFlush, SessionOutput {
     func startSession() {
         let session = H2ServerSession(host: loop, shared: shared, peer: peer, peerSubject: peerSubject, output: self)
         self.session = session
-        if draining { session.beginDrain() }
+        if state.draining { session.beginDrain() }
     }
 
     // MARK: Events
@@ -96,7 +91,7 @@ final class ServerConnection: EventHandler, DeferredFlush, SessionOutput {
             return
         }
         if session == nil {
-            if awaitingPreface { sniffPreface() } else { continueHandshake() }
+            if state.phase == .awaitingPreface { sniffPreface() } else { continueHandshake() }
             return
         }
         if events & EPOLLOUT.rawValue != 0 { flush() }
@@ -112,15 +107,14 @@ final class ServerConnection: EventHandler, DeferredFlush, SessionOutput {
         case .done:
             loop.modify(fd, events: EPOLLIN.rawValue | EPOLLRDHUP.rawValue)
             peerSubject = tls.peerSubject
-            let alpn = tls.alpn
-            if alpn != "h2", let engine = owner?.http1 {
+            let engine = owner?.http1
+            switch state.handshakeDone(alpn: tls.alpn, servesHTTP1: engine != nil) {
+            case .startBridge:
                 // HTTP/1.1 (by ALPN, or no ALPN) on a port that serves plain HTTP.
-                startBridge(tls: tls, engine: engine)
+                if let engine { startBridge(tls: tls, engine: engine) }
                 return
-            }
-            if let alpn, alpn != "h2" {
-                close()
-                return
+            case .close: return close()
+            case .startSession: break
             }
             startSession()
             flush()
@@ -147,16 +141,18 @@ final class ServerConnection: EventHandler, DeferredFlush, SessionOutput {
             return close()
         }
         lastActivity = Monotonic.now()
-        if head[..<n].elementsEqual(preface[..<n]) {
-            if n < preface.count { return }  // the rest of the preface is on its way (the next arrival wakes us)
-        } else if head[0] >= UInt8(ascii: "A"), head[0] <= UInt8(ascii: "Z") {
-            if let engine = owner?.http1 { return handOff(to: engine) }
+        let engine = owner?.http1
+        switch state.prefaceRead(ConnectionState.classify(head[..<n]), servesHTTP1: engine != nil, now: lastActivity) {
+        case .wait: return  // the rest of the preface is on its way (the next arrival wakes us)
+        case .handOff:
+            if let engine { handOff(to: engine) }
+            return
+        case .answerHTTP1:
             prefaceBytes = consume(n)
             loop.modify(fd, events: EPOLLIN.rawValue | EPOLLRDHUP.rawValue)
             return answerHTTP1()
+        case .startSession: break  // the preface, or garbage nghttp2 answers with GOAWAY
         }
-        // The preface, or garbage nghttp2 answers with GOAWAY.
-        awaitingPreface = false
         loop.modify(fd, events: EPOLLIN.rawValue | EPOLLRDHUP.rawValue)
         let bytes = consume(n)
         startSession()
@@ -174,9 +170,6 @@ final class ServerConnection: EventHandler, DeferredFlush, SessionOutput {
 
     /// A cleartext HTTP/1.x connection leaves this shell for the loop's libmicrohttpd, with its slot.
     func handOff(to engine: HTTP1Engine) {
-        awaitingPreface = false
-        closed = true
-        handedOff = true
         loop.deregister(fd)
         owner?.forget(fd)
         engine.add(fd: fd, peer: peer, addressKey: addressKey, counted: true)
@@ -196,7 +189,6 @@ final class ServerConnection: EventHandler, DeferredFlush, SessionOutput {
 
     /// An HTTP/1.x request on the gRPC port: one HTTP/1.1 answer, then the connection closes.
     func answerHTTP1() {
-        awaitingPreface = false
         // At most the preface's length was read: a request line starts with a method token (upper-case letters)
         // and a space.
         let method = prefaceBytes.prefix { $0 >= UInt8(ascii: "A") && $0 <= UInt8(ascii: "Z") }
@@ -209,30 +201,29 @@ final class ServerConnection: EventHandler, DeferredFlush, SessionOutput {
         _ = Array(answer.utf8).withUnsafeBytes { writeOut($0) }
         // Half-close and read until the peer closes, so unread request bytes do not turn our FIN into a reset.
         Glibc.shutdown(fd, Int32(SHUT_WR))
-        discarding = true
-        lingerUntil = Monotonic.now() &+ Self.lingerNanoseconds
     }
 
     /// Ends the connection with a GOAWAY carrying `code`, queued after what already waits; once it is
     /// written our side is shut (`shutOutput`). A peer that never reads is closed at `lingerUntil`.
     func terminate(_ code: nghttp2_error_code) {
-        guard !closed, !discarding else { return }
-        if lingerUntil == 0 { lingerUntil = Monotonic.now() &+ Self.lingerNanoseconds }
-        guard let session else { return close() }
-        session.terminate(code)
-        flush()
+        switch state.terminate(now: Monotonic.now()) {
+        case .none: return
+        case .close: return close()
+        case .goAway:
+            guard let session else { return close() }
+            session.terminate(code)
+            flush()
+        }
     }
 
     /// The session is over and everything it had is written (its GOAWAY last): shut our side so the peer
     /// reads the GOAWAY and then EOF, and drop what it still sends until it closes.
     func shutOutput() {
-        guard !closed, !discarding else { return }
+        guard state.outputShut(now: Monotonic.now()) else { return }
         session?.close()
         tls?.shutdown()
         tls = nil  // what still arrives is dropped unread, encrypted or not
         Glibc.shutdown(fd, Int32(SHUT_WR))
-        discarding = true
-        if lingerUntil == 0 { lingerUntil = Monotonic.now() &+ Self.lingerNanoseconds }
         loop.modify(fd, events: EPOLLIN.rawValue | EPOLLRDHUP.rawValue)
     }
 
@@ -392,6 +383,3 @@ final class ServerConnection: EventHandler, DeferredFlush, SessionOutput {
         return total
     }
 }
-
-/// The HTTP/2 connection preface a client sends first.
-private let preface = Array("PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".utf8)

@@ -1,6 +1,7 @@
 import CSystem
 import Glibc
 import IO
+import Lifecycle
 
 /// HTTP/1.1 behind TLS: libmicrohttpd speaks cleartext, so a TLS connection that chose `http/1.1` (or no
 /// ALPN) on a port with an `HTTPService` is bridged to it through a socketpair, on the connection's loop.
@@ -63,7 +64,9 @@ final class TLSBridge: EventHandler {
         let buffer = loop.readBuffer
         read: while toLocal.count < Self.limit {
             switch tls.read(buffer) {
-            case .done(let n): toLocal.append(contentsOf: UnsafeRawBufferPointer(rebasing: buffer[..<n]))
+            case .done(let n):
+                toLocal.append(contentsOf: UnsafeRawBufferPointer(rebasing: buffer[..<n]))
+                connection.lastActivity = Monotonic.now()  // the idle sweep counts from the last byte either way
             case .wantRead, .wantWrite: break read
             case .closed, .failed:
                 connection.close()
@@ -103,7 +106,9 @@ final class TLSBridge: EventHandler {
     private func toPeerFlush() {
         while !toPeer.isEmpty {
             switch toPeer.withUnsafeBytes({ tls.write($0) }) {
-            case .done(let n): toPeer.removeFirst(n)
+            case .done(let n):
+                toPeer.removeFirst(n)
+                connection.lastActivity = Monotonic.now()
             case .wantWrite, .wantRead: return
             case .closed, .failed:
                 connection.close()
