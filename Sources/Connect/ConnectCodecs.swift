@@ -122,9 +122,7 @@ struct GRPCWebCodec: HTTPCallCodec {
     }
 
     func error(_ error: RPCError) -> HTTPResponse {
-        var headers = [("grpc-status", String(error.code.rawValue)), ("grpc-message", GRPCHeaders.grpcMessage(error.message))]
-        if let rich = error.richStatus { headers.append(("grpc-status-details-bin", Base64.encode(rich.encoded()))) }
-        return HTTPResponse(status: 200, contentType: type, body: textual(GRPCWeb.trailerFrame(error)), headers: headers)
+        HTTPResponse(status: 200, contentType: type, body: textual(GRPCWeb.trailerFrame(error)), headers: GRPCHeaders.statusFields(error))
     }
 
     func streamMessage(_ binary: [UInt8]) -> [UInt8]? {

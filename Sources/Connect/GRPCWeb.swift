@@ -46,11 +46,8 @@ enum GRPCWeb {
 
     /// The trailer frame for `error` (nil: OK).
     static func trailerFrame(_ error: RPCError?) -> [UInt8] {
-        var text = "grpc-status:\(error?.code.rawValue ?? 0)\r\n"
-        if let error {
-            text += "grpc-message:\(GRPCHeaders.grpcMessage(error.message))\r\n"
-            if let rich = error.richStatus { text += "grpc-status-details-bin:\(Base64.encode(rich.encoded()))\r\n" }
-        }
+        var text = ""
+        for (name, value) in error.map(GRPCHeaders.statusFields) ?? [("grpc-status", "0")] { text += name + ":" + value + "\r\n" }
         let bytes = Array(text.utf8)
         let n = bytes.count
         return [0x80, UInt8(truncatingIfNeeded: n >> 24), UInt8(truncatingIfNeeded: n >> 16), UInt8(truncatingIfNeeded: n >> 8), UInt8(truncatingIfNeeded: n)]

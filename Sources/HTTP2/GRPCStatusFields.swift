@@ -7,26 +7,11 @@ enum GRPCStatusFields {
     /// A trailers-only answer (nothing was sent on the stream): `:status` 200, the gRPC content type,
     /// grpc-status, grpc-message and, for service errors, their `google.rpc.Status` with ErrorInfo.
     static func trailersOnly(_ error: RPCError) -> [(String, String)] {
-        var fields: [(String, String)] = [
-            (":status", "200"), ("content-type", "application/grpc"),
-            ("grpc-status", String(error.code.rawValue)),
-            ("grpc-message", GRPCHeaders.grpcMessage(error.message)),
-        ]
-        if let rich = error.richStatus {
-            fields.append(("grpc-status-details-bin", Base64.encode(rich.encoded())))
-        }
-        return fields
+        [(":status", "200"), ("content-type", "application/grpc")] + GRPCHeaders.statusFields(error)
     }
 
     /// The trailers that end a stream whose headers and messages went out before the error.
-    static func trailers(_ error: RPCError) -> [(String, String)] {
-        var fields: [(String, String)] = [
-            ("grpc-status", String(error.code.rawValue)),
-            ("grpc-message", GRPCHeaders.grpcMessage(error.message)),
-        ]
-        if let rich = error.richStatus { fields.append(("grpc-status-details-bin", Base64.encode(rich.encoded()))) }
-        return fields
-    }
+    static func trailers(_ error: RPCError) -> [(String, String)] { GRPCHeaders.statusFields(error) }
 
     /// A plain HTTP error for a request that is not gRPC at all (wrong method or content type), with an
     /// INTERNAL status for a gRPC client that reads it anyway.

@@ -1,3 +1,5 @@
+import ProtoWire
+
 /// Parsing and formatting of gRPC's header values.
 public enum GRPCHeaders {
     /// `grpc-timeout`: 1 to 8 ASCII digits and a unit (H, M, S, m, u, n), as nanoseconds.
@@ -31,6 +33,15 @@ public enum GRPCHeaders {
             if amount < 100_000_000 { return "\(max(amount, 1))\(unit)" }
         }
         return "99999999H"
+    }
+
+    /// The fields that carry `error` as a gRPC status: `grpc-status`, `grpc-message` and, for service errors,
+    /// `grpc-status-details-bin` (their `google.rpc.Status` with ErrorInfo, base64). The one encoding of a status for
+    /// gRPC's trailers (and trailers-only answers) on HTTP/2 and for gRPC-Web's headers and trailer frame.
+    public static func statusFields(_ error: RPCError) -> [(String, String)] {
+        var fields = [("grpc-status", String(error.code.rawValue)), ("grpc-message", grpcMessage(error.message))]
+        if let rich = error.richStatus { fields.append(("grpc-status-details-bin", Base64.encode(rich.encoded()))) }
+        return fields
     }
 
     /// The most of a status message sent back, in UTF-8 bytes before percent-encoding.
