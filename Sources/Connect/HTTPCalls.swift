@@ -96,7 +96,16 @@ struct HTTPCalls: Sendable {
         }
         let admission = pipeline.admission
         guard admission.enter() else { return answer(.failure(.overloaded)) }
-        // The first of the handler's answer and the deadline wins.
+        // The asked timeout is a timer on the request's loop, as a gRPC call's is; the first of the handler's answer
+        // and the timer wins. Without a timeout only the handler answers (a Responder answers once): no timer, no race.
+        guard let timeout, let timers = request.timers else {
+            return handler(
+                context, message,
+                Responder { result in
+                    admission.leave()
+                    answer(result.map { Array($0.dropFirst(MessageFraming.prefixSize)) })
+                })
+        }
         let once = Atomic<Bool>(false)
         let timer = CallTimer()
         let finish: @Sendable (Result<[UInt8], RPCError>) -> Void = { result in
@@ -105,14 +114,11 @@ struct HTTPCalls: Sendable {
             admission.leave()
             answer(result)
         }
-        // The asked timeout is a timer on the request's loop, as a gRPC call's is.
-        if let timeout, let timers = request.timers {
-            timer.arm(
-                timers.schedule(afterNanoseconds: timeout) {
-                    cancellation.cancel()
-                    finish(.failure(.deadlineExceeded))
-                })
-        }
+        timer.arm(
+            timers.schedule(afterNanoseconds: timeout) {
+                cancellation.cancel()
+                finish(.failure(.deadlineExceeded))
+            })
         handler(context, message, Responder { result in finish(result.map { Array($0.dropFirst(MessageFraming.prefixSize)) }) })
     }
 
@@ -182,7 +188,14 @@ struct HTTPCalls: Sendable {
 
     /// Header fields that belong to the transport, not to the call's metadata (a switch: no hashing per field).
     static func isTransportField(_ name: String) -> Bool {
-        switch name {
+        // Every transport field is 2 to 24 bytes long and starts with one of these letters: most metadata fields are
+        // decided without a String comparison.
+        guard let first = name.utf8.first, name.utf8.count >= 2, name.utf8.count <= 24,
+            first == UInt8(ascii: "c") || first == UInt8(ascii: "a") || first == UInt8(ascii: "g") || first == UInt8(ascii: "h")
+                || first == UInt8(ascii: "k") || first == UInt8(ascii: "t") || first == UInt8(ascii: "u") || first == UInt8(ascii: "o")
+                || first == UInt8(ascii: "x")
+        else { return false }
+        return switch name {
         case "content-type", "content-length", "content-encoding", "accept-encoding", "connect-protocol-version",
             "connect-timeout-ms", "connect-accept-encoding", "connect-content-encoding", "grpc-timeout", "grpc-encoding",
             "grpc-accept-encoding", "host", "connection", "keep-alive", "te", "transfer-encoding", "upgrade", "origin",
