@@ -191,3 +191,39 @@ def test_two_thousand_slow_clients_from_one_address_do_not_delay_another(sides):
     finally:
         for c in slow:
             c.close()
+
+
+def test_a_busy_tls_http11_connection_outlives_the_idle_timeout_and_an_idle_one_does_not(tmp_path):
+    """HTTP/1.1 over TLS on the gRPC port is bridged to libmicrohttpd; the idle sweep must count the bytes that pass
+    through the bridge (it did not: a keep-alive browser calling Connect every second was cut at --idle-timeout)."""
+    import http.client
+    import ssl
+
+    cert, key = rsa_certificate(str(tmp_path))
+    s = Billingd("--tls-cert", cert, "--tls-key", key, "--idle-timeout", "3")
+    try:
+        # No ALPN (the gRPC port offers h2 only; a client that names no protocol speaks HTTP/1.1 and is bridged).
+        context = ssl.create_default_context(cafile=cert)
+        conn = http.client.HTTPSConnection("127.0.0.1", s.port, timeout=10, context=context)
+        conn.connect()
+        first = conn.sock
+        assert first.selected_alpn_protocol() is None
+        started = time.time()
+        calls = 0
+        while time.time() - started < 7:  # well past the 3 s idle timeout, one call every 0.3 s
+            conn.request("POST", "/grpc.health.v1.Health/Check", body=b"{}", headers={"content-type": "application/json"})
+            answer = conn.getresponse()
+            body = answer.read()
+            assert answer.status == 200, (answer.status, body)
+            assert conn.sock is first, "the connection was closed and opened again"
+            calls += 1
+            time.sleep(0.3)
+        assert calls >= 10
+        # Now silent: closed by the sweep once the idle timeout has passed (the sweep runs every second).
+        first.settimeout(20)
+        quiet = time.time()
+        assert first.recv(1) == b""
+        assert 2.5 < time.time() - quiet < 15
+        conn.close()
+    finally:
+        s.stop()
