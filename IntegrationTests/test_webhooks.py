@@ -180,7 +180,11 @@ def test_two_postgres_replicas_one_sender_and_takeover_after_kill():
         create(b, 20, account="acct-b")
         assert receiver.wait_for(40, timeout=30)
         assert [n for n in (a, b) if "webhooks on" in n.log()] == [a, b]
-        # Exactly one replica sent (its delivered counter), the other none.
+        # Exactly one replica sent (its delivered counter), the other none. The counter moves once the sender has
+        # recorded its position, just after the receiver has the event: read it until it settles (bounded).
+        settle = time.time() + 10
+        while sorted([delivered(a), delivered(b)]) != [0, 40] and time.time() < settle:
+            time.sleep(0.05)
         assert sorted([delivered(a), delivered(b)]) == [0, 40]
         # Which replica sends: the one whose holder the database names; kill it.
         holder = subprocess.run(["psql", database, "-Atc", "SELECT holder FROM webhook_cursor"], capture_output=True, text=True).stdout.strip()
