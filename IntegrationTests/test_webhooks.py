@@ -180,8 +180,8 @@ def test_two_postgres_replicas_one_sender_and_takeover_after_kill():
         create(b, 20, account="acct-b")
         assert receiver.wait_for(40, timeout=30)
         assert [n for n in (a, b) if "webhooks on" in n.log()] == [a, b]
-        # Exactly one replica sent (its delivered counter), the other none. The counter moves once the sender has
-        # recorded its position, just after the receiver has the event: read it until it settles (bounded).
+        # Exactly one replica sent (its delivered counter), the other none. The counter moves once the sender has read
+        # the receiver's 2xx, a moment after the receiver has the event: read it until it settles (bounded).
         settle = time.time() + 10
         while sorted([delivered(a), delivered(b)]) != [0, 40] and time.time() < settle:
             time.sleep(0.05)
